@@ -1,0 +1,261 @@
+//! Real PostgreSQL clusters for snowid's integration tests.
+//!
+//! Each [`Cluster`] gets its own temporary data directory and socket directory under `/tmp` and
+//! a private loopback port, and is stopped (immediately) and removed when dropped, so a failing
+//! test stops its server too. As root, PostgreSQL refuses to run, so every server command runs as
+//! the `postgres` user through `sudo`; as anyone else, it runs as that user.
+//!
+//! The extension must already be installed into the server's directories
+//! (`cargo pgrx install`); the test command does that first.
+//!
+//! Environment: `SNOWID_PG_CONFIG` picks the PostgreSQL installation
+//! (default `/usr/lib/postgresql/15/bin/pg_config`).
+
+use postgres::{Client, NoTls};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub use postgres;
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+/// One PostgreSQL cluster owned by a test.
+pub struct Cluster {
+    pub port: u16,
+    dir: PathBuf,
+    bindir: PathBuf,
+    env: Vec<(String, String)>,
+    running: bool,
+}
+
+impl Cluster {
+    /// Runs initdb in a fresh temporary directory. Nothing is started yet.
+    pub fn init() -> Cluster {
+        let dir = PathBuf::from(format!(
+            "/tmp/snowid-it-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create the cluster directory");
+        if is_root() {
+            run(Command::new("chown").arg("postgres:postgres").arg(&dir));
+        }
+        let cluster = Cluster {
+            port: free_port(),
+            dir,
+            bindir: bindir(),
+            env: Vec::new(),
+            running: false,
+        };
+        let pgdata = cluster.pgdata();
+        let out = cluster
+            .server_command("initdb")
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "-D",
+            ])
+            .arg(&pgdata)
+            .output()
+            .expect("run initdb");
+        assert!(out.status.success(), "initdb failed: {}", text(&out));
+        cluster.set("listen_addresses", "'127.0.0.1'");
+        cluster.set("port", &cluster.port.to_string());
+        cluster.set(
+            "unix_socket_directories",
+            &format!("'{}'", cluster.dir.display()),
+        );
+        cluster.set("fsync", "off");
+        cluster
+    }
+
+    /// A started cluster with snowid preloaded and the extension created, plus any settings.
+    pub fn preloaded(settings: &[(&str, &str)]) -> Cluster {
+        let mut cluster = Cluster::init();
+        cluster.set("shared_preload_libraries", "'snowid'");
+        for (name, value) in settings {
+            cluster.set(name, value);
+        }
+        cluster
+            .start()
+            .unwrap_or_else(|log| panic!("the server did not start:\n{log}"));
+        cluster
+            .client()
+            .batch_execute("CREATE EXTENSION snowid")
+            .expect("create extension");
+        cluster
+    }
+
+    pub fn pgdata(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Appends a setting to postgresql.conf; the last one written wins at the next start.
+    pub fn set(&self, name: &str, value: &str) {
+        let mut conf = OpenOptions::new()
+            .append(true)
+            .open(self.pgdata().join("postgresql.conf"))
+            .expect("open postgresql.conf");
+        writeln!(conf, "{name} = {value}").expect("write postgresql.conf");
+    }
+
+    /// Sets an environment variable for the server processes from the next start on.
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.env.retain(|(n, _)| n != name);
+        self.env.push((name.into(), value.into()));
+    }
+
+    /// Starts the server and waits until it accepts connections. On failure, returns the log.
+    pub fn start(&mut self) -> Result<(), String> {
+        let out = self
+            .server_command("pg_ctl")
+            .args(["start", "-w", "-t", "60", "-D"])
+            .arg(self.pgdata())
+            .arg("-l")
+            .arg(self.log_path())
+            .output()
+            .expect("run pg_ctl start");
+        self.running = out.status.success();
+        if self.running {
+            Ok(())
+        } else {
+            self.stop("immediate");
+            Err(format!("{}\n{}", text(&out), self.log()))
+        }
+    }
+
+    /// Stops the server: mode `fast`, `smart` or `immediate`.
+    pub fn stop(&mut self, mode: &str) {
+        let _ = self
+            .server_command("pg_ctl")
+            .args(["stop", "-w", "-t", "60", "-m", mode, "-D"])
+            .arg(self.pgdata())
+            .output();
+        self.running = false;
+    }
+
+    /// A new connection as the superuser `postgres`.
+    pub fn client(&self) -> Client {
+        self.try_client().expect("connect to the test server")
+    }
+
+    pub fn try_client(&self) -> Result<Client, postgres::Error> {
+        postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .connect(NoTls)
+    }
+
+    /// The server log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    /// The PID of the postmaster, from postmaster.pid.
+    pub fn postmaster_pid(&self) -> u32 {
+        let pidfile = fs::read_to_string(self.pgdata().join("postmaster.pid")).expect("pid file");
+        pidfile
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("a pid")
+    }
+
+    /// A PostgreSQL program from the server's bin directory, run as the server's OS user, with
+    /// the cluster's environment.
+    pub fn server_command(&self, program: &str) -> Command {
+        let mut command = if is_root() {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-u", "postgres", "env"]);
+            sudo
+        } else {
+            Command::new("env")
+        };
+        command.args(
+            self.env
+                .iter()
+                .map(|(name, value)| format!("{name}={value}")),
+        );
+        command.arg(self.bindir.join(program));
+        command
+    }
+
+    /// Sends a signal to a server process (the test runs as root or as the server's user).
+    pub fn kill(&self, signal: &str, pid: u32) {
+        run(Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string()));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.running {
+            self.stop("immediate");
+        }
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- server log tail ({}):", self.dir.display());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn bindir() -> PathBuf {
+    let pg_config = std::env::var("SNOWID_PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+    let out = Command::new(&pg_config)
+        .arg("--bindir")
+        .output()
+        .expect("run pg_config");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn run(command: &mut Command) {
+    let out = command.output().expect("run a helper command");
+    assert!(out.status.success(), "{command:?} failed: {}", text(&out));
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

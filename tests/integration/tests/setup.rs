@@ -1,0 +1,79 @@
+//! How snowid behaves when it is set up wrongly: not preloaded, or with a bad epoch.
+
+use snowid_integration::Cluster;
+
+/// Guards against a panic (XX000) or a crash when snowid is installed without preloading:
+/// CREATE EXTENSION and decoding work, and snowid_next refuses with 55000 and a hint that
+/// names the setting.
+#[test]
+fn without_preloading_decoding_works_and_generation_explains_itself() {
+    let mut cluster = Cluster::init();
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE EXTENSION snowid").unwrap();
+
+    let shard: i32 = db
+        .query_one("SELECT (snowid_parse($1)).shard", &[&(77_i64 << 10)])
+        .unwrap()
+        .get(0);
+    assert_eq!(shard, 77);
+
+    let err = db.query_one("SELECT snowid_next(5)", &[]).unwrap_err();
+    let db_err = err.as_db_error().expect("a server error");
+    assert_eq!(db_err.code().code(), "55000");
+    assert_eq!(
+        db_err.message(),
+        "snowid must be loaded via shared_preload_libraries"
+    );
+    assert!(db_err
+        .hint()
+        .unwrap()
+        .contains("shared_preload_libraries = 'snowid'"));
+
+    // The backend survived: the same session still answers.
+    let one: i32 = db.query_one("SELECT 1", &[]).unwrap().get(0);
+    assert_eq!(one, 1);
+}
+
+/// Guards against a server silently running with the wrong epoch: a malformed value, or one
+/// without a UTC offset, stops the server from starting, and the log says why.
+#[test]
+fn a_malformed_epoch_stops_the_server() {
+    for (value, reason) in [
+        ("'next tuesday'", "four-digit year"),
+        ("'2011-08-24 21:07:01'", "UTC offset is required"),
+    ] {
+        let mut cluster = Cluster::init();
+        cluster.set("shared_preload_libraries", "'snowid'");
+        cluster.set("snowid.epoch", value);
+        let log = cluster.start().expect_err("the server must not start");
+        assert!(
+            log.contains("invalid value for parameter \"snowid.epoch\""),
+            "{log}"
+        );
+        assert!(log.contains(reason), "{log}");
+    }
+}
+
+/// Guards against an epoch in the future, which would make every ID's time field negative.
+#[test]
+fn an_epoch_in_the_future_stops_the_server() {
+    let mut cluster = Cluster::init();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    cluster.set("snowid.epoch", "'2999-01-01 00:00:00+00'");
+    let log = cluster.start().expect_err("the server must not start");
+    assert!(log.contains("is in the future"), "{log}");
+}
+
+/// Guards against ALTER SYSTEM writing an epoch that would stop the next start.
+#[test]
+fn alter_system_refuses_a_bad_epoch() {
+    let cluster = Cluster::preloaded(&[]);
+    let err = cluster
+        .client()
+        .batch_execute("ALTER SYSTEM SET snowid.epoch = '2011-08-24'")
+        .unwrap_err();
+    let db_err = err.as_db_error().expect("a server error");
+    assert_eq!(db_err.code().code(), "22023");
+    assert!(db_err.message().contains("snowid.epoch"), "{db_err:?}");
+}
