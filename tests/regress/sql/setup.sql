@@ -17,7 +17,7 @@ SELECT p.oid::regprocedure AS function, provolatile, proparallel, proisstrict
 FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowid'
-ORDER BY 1::text;
+ORDER BY p.proname;
 
 -- The settings, with their units and contexts.
 SELECT name, setting, unit, context, vartype FROM pg_settings WHERE name LIKE 'snowid.%' ORDER BY name;
