@@ -7,10 +7,11 @@
 //! | 22008 | a timestamp outside the range the epoch can encode |
 //! | 22023 | a malformed `snowid.epoch` (also stops the server at start-up) |
 //! | 54000 | the time field is exhausted: the next ID would need the sign bit |
-//! | 55000 | `snowid_next` without `shared_preload_libraries`, or a clock before the epoch |
+//! | 55000 | `snowid_next` without `shared_preload_libraries`, after the epoch moved later, with an unreadable state file, or with a clock before the epoch |
+//! | 58030 | the high-water mark could not be written |
 
-use crate::epoch;
 use crate::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
+use crate::{epoch, lease};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -83,6 +84,55 @@ pub fn exhausted(epoch_unix_ms: i64) -> ! {
             epoch::format(epoch_unix_ms)
         ),
         Some("New IDs need a new key space, such as a new table with a later snowid.epoch."),
+    )
+}
+
+pub fn epoch_moved_later(epoch_unix_ms: i64, recorded_epoch_unix_ms: i64) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid.epoch is later than the epoch of IDs already issued".into(),
+        format!(
+            "IDs on this cluster were issued under the epoch {}; under {} new IDs would sort below them.",
+            epoch::format(recorded_epoch_unix_ms),
+            epoch::format(epoch_unix_ms)
+        ),
+        Some(&format!(
+            "Set snowid.epoch back to '{}' (or earlier) and restart. To start a new ID space on \
+             purpose, accepting that new IDs may repeat or sort below old ones, stop the server, \
+             remove {} from the data directory, and start it again.",
+            epoch::format(recorded_epoch_unix_ms),
+            lease::FILE_NAME
+        )),
+    )
+}
+
+pub fn state_unreadable() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid cannot trust its high-water mark file \"{}\"",
+            lease::FILE_NAME
+        ),
+        "The server log from start-up says why. Without it, a clock set back could reissue IDs."
+            .into(),
+        Some(&format!(
+            "Restore {} from a backup of this data directory and restart, or remove it to start \
+             from the clock alone.",
+            lease::FILE_NAME
+        )),
+    )
+}
+
+pub fn lease_write_failed(error: &std::io::Error) -> ! {
+    raise(
+        ERRCODE_IO_ERROR,
+        format!(
+            "could not write snowid high-water mark file \"{}\": {error}",
+            lease::FILE_NAME
+        ),
+        "No ID was issued: an ID past the last durable high-water mark could repeat after a crash."
+            .into(),
+        Some("Check the data directory's disk space and permissions."),
     )
 }
 

@@ -1,14 +1,24 @@
-//! `snowid_next(shard)`: the hot path.
+//! `snowid_next(shard)`: the hot path, and the cold paths it may take.
 //!
-//! One clock read, one load and one CAS on the shard's stamp, and the arithmetic. No lock, no
-//! allocation, no logging. Only when a shard has run `snowid.max_lead` ahead of the clock does a
-//! caller leave the fast path, to wait on its latch.
+//! The hot path is one monotonic clock read, a few loads from read-mostly cache lines, one CAS
+//! on the shard's stamp, and the arithmetic. No lock, no allocation, no logging, no I/O. It
+//! leaves for a cold path only when:
+//! - a comparison of the time base with the wall clock is due (every 10 ms, one caller);
+//! - the stamp would pass the persisted lease (about once a second under load): one caller
+//!   writes a longer lease under [`shmem::LEASE_LOCK`];
+//! - the shard has run `snowid.max_lead` ahead of the time base: the caller waits on its latch.
 
 use crate::layout::{id_from_stamp, Shard};
+use crate::lease::{self, Record};
 use crate::shard_state::{issue, Refusal};
-use crate::{clock, errors, gucs, shmem};
+use crate::shmem::{self, SharedState, Warning};
+use crate::{clock, epoch, errors, gucs};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::path::Path;
+
+/// At most one warning of each kind per this many milliseconds.
+const WARNING_EVERY_MS: i64 = 60_000;
 
 /// The next ID for a shard: greater than every ID issued for that shard before it.
 #[pg_extern(volatile, strict, parallel_safe)]
@@ -16,26 +26,91 @@ fn snowid_next(shard: i32) -> i64 {
     let Some(shard) = Shard::new(shard) else {
         errors::shard_out_of_range(shard)
     };
-    let Some(cell) = shmem::stamp_cell(shard) else {
+    let Some(state) = shmem::state() else {
         errors::not_preloaded()
     };
     let epoch_ms = gucs::epoch_unix_ms();
+    let cell = state.stamp_cell(shard);
     loop {
-        let now_unix_ms = clock::unix_ms_now();
-        let Ok(now_ms) = u64::try_from(now_unix_ms - epoch_ms) else {
-            errors::clock_before_epoch(epoch_ms, now_unix_ms)
+        let mono_ms = clock::monotonic_ms();
+        let (base_unix_ms, compare_due) = state.time_base.read(mono_ms);
+        if compare_due {
+            compare_with_wall_clock(state, mono_ms);
+        }
+        let Ok(now_ms) = u64::try_from(base_unix_ms - epoch_ms) else {
+            errors::clock_before_epoch(epoch_ms, base_unix_ms)
         };
-        match issue(cell, now_ms, gucs::max_lead_ms()) {
+        match issue(cell, now_ms, gucs::max_lead_ms(), state.lease.end_ms()) {
             Ok(stamp) => return id_from_stamp(stamp, shard),
             Err(Refusal::Ahead { wait_ms }) => wait_for_clock(wait_ms),
+            Err(Refusal::BeyondLease { needed_ms }) => extend_lease(state, epoch_ms, needed_ms),
             Err(Refusal::Exhausted) => errors::exhausted(epoch_ms),
         }
     }
 }
 
-/// Sleeps on the process latch until the clock may have caught up, honouring query cancel,
+/// Lets the time base follow the wall clock, and warns (rate-limited) when the wall clock
+/// stepped back or is further behind the time base than `snowid.max_lead`.
+#[cold]
+#[inline(never)]
+fn compare_with_wall_clock(state: &SharedState, mono_ms: i64) {
+    let Some(found) = state.time_base.compare(mono_ms, clock::unix_ms_now()) else {
+        return;
+    };
+    if found.stepped_back_ms > 0
+        && state
+            .warnings
+            .allow(Warning::StepBack, mono_ms, WARNING_EVERY_MS)
+    {
+        warning!(
+            "snowid saw the system clock step back by {} ms; IDs continue from the time base, which is now {} ms ahead of the system clock",
+            found.stepped_back_ms,
+            found.wall_behind_ms
+        );
+    }
+    if found.wall_behind_ms > gucs::max_lead_ms() as i64
+        && state
+            .warnings
+            .allow(Warning::Ahead, mono_ms, WARNING_EVERY_MS)
+    {
+        warning!(
+            "snowid time base is {} ms ahead of the system clock, more than snowid.max_lead; IDs carry timestamps from the time base until the clock catches up",
+            found.wall_behind_ms
+        );
+    }
+}
+
+/// Makes the lease cover `needed_ms`: writes and fsyncs a longer one, unless another backend
+/// already did. Only this path takes the lease lock.
+#[cold]
+#[inline(never)]
+fn extend_lease(state: &SharedState, epoch_ms: i64, needed_ms: u64) {
+    if let Some(refusal) = state.lease.refusal() {
+        match refusal {
+            shmem::Refusal::EpochMovedLater {
+                recorded_epoch_unix_ms,
+            } => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
+            shmem::Refusal::StateUnreadable => errors::state_unreadable(),
+        }
+    }
+    let _writer = shmem::LEASE_LOCK.exclusive();
+    if state.lease.end_ms() > needed_ms {
+        return;
+    }
+    let (base_unix_ms, _) = state.time_base.read(clock::monotonic_ms());
+    let record = Record::extended(epoch_ms, base_unix_ms, needed_ms, gucs::max_lead_ms());
+    // SAFETY: a plain read of PostgreSQL's fsync setting.
+    let fsync = unsafe { pg_sys::enableFsync };
+    if let Err(e) = lease::write(Path::new("."), &record, fsync) {
+        errors::lease_write_failed(&e);
+    }
+    state.lease.publish(&record, epoch_ms);
+}
+
+/// Sleeps on the process latch until the time base may have caught up, honouring query cancel,
 /// `statement_timeout` and postmaster death.
 #[cold]
+#[inline(never)]
 fn wait_for_clock(wait_ms: u64) {
     let flags = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
     // SAFETY: MyLatch is set up for every backend and worker before it runs SQL functions.
@@ -49,6 +124,18 @@ fn wait_for_clock(wait_ms: u64) {
         pg_sys::ResetLatch(pg_sys::MyLatch);
     }
     pg_sys::check_for_interrupts!();
+}
+
+/// Logs a warning at start-up when the time field runs out within a year.
+pub fn warn_if_exhaustion_is_near(epoch_ms: i64) {
+    const YEAR_MS: i64 = 365 * 86_400_000;
+    let exhausted_at = epoch_ms + crate::layout::MAX_MS as i64 + 1;
+    if exhausted_at - clock::unix_ms_now() < YEAR_MS {
+        warning!(
+            "snowid IDs run out at {}: after that snowid_next fails rather than issue negative IDs",
+            epoch::format(exhausted_at)
+        );
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

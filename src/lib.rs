@@ -1,7 +1,8 @@
 //! snowid: sharded, time-sorted 64-bit keys for PostgreSQL.
 //!
 //! The pure core has no PostgreSQL in it: [`layout`] (the bits), [`epoch`] (time as text and
-//! numbers) and [`shard_state`] (the per-shard lock-free step). The rest is thin glue:
+//! numbers), [`time_base`] (a clock that never steps back), [`shard_state`] (the per-shard
+//! lock-free step) and [`lease`] (the persisted high-water mark). The rest is thin glue:
 //! [`shmem`], [`gucs`], [`clock`], [`errors`], and the SQL functions in [`generate`] and
 //! [`decode`].
 
@@ -14,8 +15,10 @@ pub mod errors;
 pub mod generate;
 pub mod gucs;
 pub mod layout;
+pub mod lease;
 pub mod shard_state;
 pub mod shmem;
+pub mod time_base;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -31,6 +34,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         gucs::init();
         shmem::init();
+        generate::warn_if_exhaustion_is_near(gucs::epoch_unix_ms());
     }
 }
 

@@ -10,9 +10,11 @@
 //! Because every stamp comes out of one successful CAS on the cell, no two callers ever get the
 //! same stamp, and each caller's stamp is greater than every stamp issued before its CAS.
 //!
-//! Borrowing runs the shard ahead of real time. The caller bounds how far: a stamp whose
-//! millisecond would be more than `max_lead_ms` ahead of `now_ms` is refused with how long to
-//! wait, and nothing is consumed.
+//! Two bounds apply, and a stamp past either is refused before anything is consumed:
+//! - the lead: borrowing runs the shard ahead of the time base; a stamp whose millisecond would be
+//!   more than `max_lead_ms` ahead of `now_ms` is refused with how long to wait;
+//! - the lease: no stamp at or past the durably recorded end of the lease, `lease_end_ms`, may be
+//!   handed out, so that a restart can never reissue it; the caller extends the lease and retries.
 
 use crate::layout::{stamp, stamp_ms, MAX_MS};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,13 +24,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Refusal {
     /// The shard is already `max_lead_ms` ahead of now; wait at least this many milliseconds.
     Ahead { wait_ms: u64 },
+    /// The next stamp's millisecond is not covered by the lease; extend it past `needed_ms`.
+    BeyondLease { needed_ms: u64 },
     /// The next stamp would need 2^40 ms or more, which would set the sign bit.
     Exhausted,
 }
 
-/// Issues the next stamp on a shard's cell, given the current time in milliseconds since the
-/// epoch and the permitted lead. Lock-free: one load, then CAS until it lands.
-pub fn issue(cell: &AtomicU64, now_ms: u64, max_lead_ms: u64) -> Result<u64, Refusal> {
+/// Issues the next stamp on a shard's cell, given the time base in milliseconds since the epoch,
+/// the permitted lead and the (exclusive) end of the lease. Lock-free: one load, then CAS until
+/// it lands.
+#[inline]
+pub fn issue(
+    cell: &AtomicU64,
+    now_ms: u64,
+    max_lead_ms: u64,
+    lease_end_ms: u64,
+) -> Result<u64, Refusal> {
     if now_ms > MAX_MS {
         return Err(Refusal::Exhausted);
     }
@@ -49,6 +60,9 @@ pub fn issue(cell: &AtomicU64, now_ms: u64, max_lead_ms: u64) -> Result<u64, Ref
                 wait_ms: next_ms - limit_ms,
             });
         }
+        if next_ms >= lease_end_ms {
+            return Err(Refusal::BeyondLease { needed_ms: next_ms });
+        }
         match cell.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => return Ok(next),
             Err(current) => last = current,
@@ -64,11 +78,13 @@ mod tests {
     use std::sync::Arc;
     use std::thread;
 
+    const NO_LEASE: u64 = u64::MAX;
+
     #[test]
     fn counts_within_a_millisecond_then_borrows_the_next() {
         let cell = AtomicU64::new(0);
         let stamps: Vec<u64> = (0..1025)
-            .map(|_| issue(&cell, 100, 1000).unwrap())
+            .map(|_| issue(&cell, 100, 1000, NO_LEASE).unwrap())
             .collect();
         assert_eq!(stamps[0], stamp(100, 0));
         assert_eq!(stamps[1023], stamp(100, 1023));
@@ -82,36 +98,62 @@ mod tests {
     #[test]
     fn jumps_forward_when_time_moves_on() {
         let cell = AtomicU64::new(0);
-        issue(&cell, 100, 1000).unwrap();
-        assert_eq!(issue(&cell, 5000, 1000), Ok(stamp(5000, 0)));
+        issue(&cell, 100, 1000, NO_LEASE).unwrap();
+        assert_eq!(issue(&cell, 5000, 1000, NO_LEASE), Ok(stamp(5000, 0)));
     }
 
     #[test]
     fn never_goes_below_the_last_stamp_when_time_goes_back() {
         let cell = AtomicU64::new(0);
-        let before = issue(&cell, 5000, 1000).unwrap();
-        let after = issue(&cell, 4500, 1000).unwrap();
+        let before = issue(&cell, 5000, 1000, NO_LEASE).unwrap();
+        let after = issue(&cell, 4500, 1000, NO_LEASE).unwrap();
         assert!(after > before);
     }
 
     #[test]
     fn refuses_past_the_lead_and_consumes_nothing() {
         let cell = AtomicU64::new(stamp(110, 1023));
-        assert_eq!(issue(&cell, 100, 10), Err(Refusal::Ahead { wait_ms: 1 }));
+        assert_eq!(
+            issue(&cell, 100, 10, NO_LEASE),
+            Err(Refusal::Ahead { wait_ms: 1 })
+        );
         assert_eq!(cell.load(Ordering::Relaxed), stamp(110, 1023));
-        assert_eq!(issue(&cell, 101, 10), Ok(stamp(111, 0)));
+        assert_eq!(issue(&cell, 101, 10, NO_LEASE), Ok(stamp(111, 0)));
+    }
+
+    #[test]
+    fn refuses_past_the_lease_and_consumes_nothing() {
+        let cell = AtomicU64::new(stamp(100, 1023));
+        assert_eq!(
+            issue(&cell, 100, 1000, 101),
+            Err(Refusal::BeyondLease { needed_ms: 101 })
+        );
+        assert_eq!(cell.load(Ordering::Relaxed), stamp(100, 1023));
+        assert_eq!(issue(&cell, 100, 1000, 102), Ok(stamp(101, 0)));
+        assert_eq!(
+            issue(&cell, 500, 1000, 102),
+            Err(Refusal::BeyondLease { needed_ms: 500 })
+        );
+        let fresh = AtomicU64::new(0);
+        assert_eq!(
+            issue(&fresh, 0, 1000, 0),
+            Err(Refusal::BeyondLease { needed_ms: 0 })
+        );
     }
 
     #[test]
     fn refuses_at_the_sign_bit() {
         let cell = AtomicU64::new(MAX_STAMP);
-        assert_eq!(issue(&cell, MAX_MS, 1000), Err(Refusal::Exhausted));
         assert_eq!(
-            issue(&AtomicU64::new(0), MAX_MS + 1, 1000),
+            issue(&cell, MAX_MS, 1000, NO_LEASE),
+            Err(Refusal::Exhausted)
+        );
+        assert_eq!(
+            issue(&AtomicU64::new(0), MAX_MS + 1, 1000, NO_LEASE),
             Err(Refusal::Exhausted)
         );
         let cell = AtomicU64::new(0);
-        assert_eq!(issue(&cell, MAX_MS, 0), Ok(stamp(MAX_MS, 0)));
+        assert_eq!(issue(&cell, MAX_MS, 0, NO_LEASE), Ok(stamp(MAX_MS, 0)));
     }
 
     #[test]
@@ -125,7 +167,7 @@ mod tests {
                 let cell = Arc::clone(&cell);
                 thread::spawn(move || {
                     let mine: Vec<u64> = (0..per_thread)
-                        .map(|_| issue(&cell, 7, 1 << 20).unwrap())
+                        .map(|_| issue(&cell, 7, 1 << 20, NO_LEASE).unwrap())
                         .collect();
                     assert!(
                         mine.windows(2).all(|w| w[0] < w[1]),
@@ -160,7 +202,7 @@ mod tests {
             let cell = AtomicU64::new(0);
             let mut last = None;
             for now in readings {
-                match issue(&cell, now, max_lead_ms) {
+                match issue(&cell, now, max_lead_ms, NO_LEASE) {
                     Ok(s) => {
                         prop_assert!(last.is_none_or(|l| s > l));
                         prop_assert!(s >> SEQ_BITS <= now + max_lead_ms);
@@ -171,7 +213,7 @@ mod tests {
                         let l = last.unwrap();
                         prop_assert_eq!(stamp_ms(l + 1), now + max_lead_ms + wait_ms);
                     }
-                    Err(Refusal::Exhausted) => prop_assert!(false, "far from the sign bit"),
+                    Err(other) => prop_assert!(false, "unexpected {other:?}"),
                 }
             }
         }

@@ -1,0 +1,303 @@
+//! The time base: the wall clock, except that it never steps backwards.
+//!
+//! Generation reads the monotonic clock, which never jumps, and adds a shared offset:
+//! `base = monotonic + offset`. The offset only ever grows, so the base never goes back and,
+//! between adjustments, advances at exactly real-time rate.
+//!
+//! Every [`CHECK_INTERVAL_MS`] one caller (whichever wins a CAS on the due time) compares the
+//! base with the wall clock:
+//! - wall clock ahead (a forward step, or catching up after a backward one): the offset grows so
+//!   that the base follows it;
+//! - wall clock behind (a backward step, or a restart with the clock set back): the base carries
+//!   on at real-time rate from where it was, until the wall clock catches up. A sudden growth of
+//!   that gap is reported as a backward step.
+//!
+//! So the hot path costs one clock read and two loads from a line that is almost never written.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// How often the base is compared with the wall clock, in monotonic milliseconds.
+pub const CHECK_INTERVAL_MS: i64 = 10;
+/// A jump of the wall clock behind the base smaller than this is rounding, not a step.
+pub const STEP_TOLERANCE_MS: i64 = 5;
+
+/// The shared time base. All values are milliseconds.
+#[repr(C, align(64))]
+pub struct TimeBase {
+    /// The base minus the monotonic clock: Unix time of monotonic zero, as the base sees it.
+    offset_ms: AtomicI64,
+    /// The monotonic time at which the next comparison with the wall clock is due.
+    next_check_ms: AtomicI64,
+    /// How far the wall clock was behind the base at the last comparison (0 when not behind).
+    wall_behind_ms: AtomicI64,
+    /// Backward steps of the wall clock seen since start.
+    steps_back: AtomicU64,
+}
+
+/// What a comparison with the wall clock found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Comparison {
+    /// How far the wall clock is behind the base now (0 when it is not).
+    pub wall_behind_ms: i64,
+    /// How far the wall clock stepped back since the last comparison (0 when it did not).
+    pub stepped_back_ms: i64,
+}
+
+impl TimeBase {
+    /// A base that starts at the wall clock, or at `floor_unix_ms` if the wall clock is behind
+    /// it (the persisted base of an earlier run).
+    pub fn starting_at(mono_ms: i64, wall_ms: i64, floor_unix_ms: i64) -> TimeBase {
+        let start = wall_ms.max(floor_unix_ms);
+        TimeBase {
+            offset_ms: AtomicI64::new(start - mono_ms),
+            next_check_ms: AtomicI64::new(mono_ms + CHECK_INTERVAL_MS),
+            wall_behind_ms: AtomicI64::new(start - wall_ms),
+            steps_back: AtomicU64::new(0),
+        }
+    }
+
+    /// The base in Unix milliseconds at monotonic time `mono_ms`, and whether a comparison with
+    /// the wall clock is due.
+    #[inline]
+    pub fn read(&self, mono_ms: i64) -> (i64, bool) {
+        let base = mono_ms + self.offset_ms.load(Relaxed);
+        (base, mono_ms >= self.next_check_ms.load(Relaxed))
+    }
+
+    /// Compares the base with the wall clock and follows it forward. Only one caller per
+    /// interval does the work; the others get `None`.
+    pub fn compare(&self, mono_ms: i64, wall_ms: i64) -> Option<Comparison> {
+        let due = self.next_check_ms.load(Relaxed);
+        if mono_ms < due
+            || self
+                .next_check_ms
+                .compare_exchange(due, mono_ms + CHECK_INTERVAL_MS, Relaxed, Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        let base = mono_ms + self.offset_ms.load(Relaxed);
+        let behind = (base - wall_ms).max(0);
+        if behind == 0 {
+            self.offset_ms.fetch_max(wall_ms - mono_ms, Relaxed);
+        }
+        let before = self.wall_behind_ms.swap(behind, Relaxed);
+        let stepped_back_ms = if behind - before > STEP_TOLERANCE_MS {
+            behind - before
+        } else {
+            0
+        };
+        if stepped_back_ms > 0 {
+            self.steps_back.fetch_add(1, Relaxed);
+        }
+        Some(Comparison {
+            wall_behind_ms: behind,
+            stepped_back_ms,
+        })
+    }
+
+    /// How far the wall clock was behind the base at the last comparison.
+    pub fn wall_behind_ms(&self) -> i64 {
+        self.wall_behind_ms.load(Relaxed)
+    }
+
+    /// Backward steps of the wall clock seen since start.
+    pub fn steps_back(&self) -> u64 {
+        self.steps_back.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::stamp_ms;
+    use crate::shard_state::{issue, Refusal};
+    use proptest::prelude::*;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+    use std::thread;
+
+    /// A simulated machine: a monotonic clock and a wall clock that can be stepped.
+    struct Clocks {
+        mono: i64,
+        wall_offset: i64,
+    }
+
+    impl Clocks {
+        fn wall(&self) -> i64 {
+            self.mono + self.wall_offset
+        }
+        /// Advances real time, comparing with the wall clock as often as generation would.
+        fn run(&mut self, base: &TimeBase, ms: i64) -> Vec<Comparison> {
+            let mut seen = Vec::new();
+            for _ in 0..ms {
+                self.mono += 1;
+                seen.extend(base.compare(self.mono, self.wall()));
+            }
+            seen
+        }
+    }
+
+    const T0: i64 = 1_800_000_000_000;
+
+    #[test]
+    fn follows_the_wall_clock_forward() {
+        let mut clocks = Clocks {
+            mono: 5_000,
+            wall_offset: T0 - 5_000,
+        };
+        let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+        clocks.run(&base, 100);
+        assert_eq!(base.read(clocks.mono).0, clocks.wall());
+        clocks.wall_offset += 60_000;
+        clocks.run(&base, CHECK_INTERVAL_MS);
+        assert_eq!(
+            base.read(clocks.mono).0,
+            clocks.wall(),
+            "a forward step is followed"
+        );
+        assert_eq!(base.steps_back(), 0);
+    }
+
+    #[test]
+    fn a_backward_step_neither_stalls_nor_reverses() {
+        let mut clocks = Clocks {
+            mono: 0,
+            wall_offset: T0,
+        };
+        let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+        clocks.run(&base, 50);
+        let before = base.read(clocks.mono).0;
+
+        clocks.wall_offset -= 600_000; // ten minutes back
+        let seen = clocks.run(&base, 3_000);
+        let after = base.read(clocks.mono).0;
+        assert_eq!(after - before, 3_000, "the base advances at real-time rate");
+        assert_eq!(base.steps_back(), 1, "one step, reported once");
+        assert_eq!(seen.iter().filter(|c| c.stepped_back_ms > 0).count(), 1);
+        assert!(seen.iter().any(|c| c.stepped_back_ms == 600_000));
+        assert_eq!(base.wall_behind_ms(), 600_000);
+    }
+
+    #[test]
+    fn resumes_following_once_the_wall_clock_catches_up() {
+        let mut clocks = Clocks {
+            mono: 0,
+            wall_offset: T0,
+        };
+        let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+        clocks.wall_offset -= 1_000;
+        clocks.run(&base, 100);
+        clocks.wall_offset += 5_000; // the operator fixes the clock, overshooting
+        clocks.run(&base, 100);
+        assert_eq!(base.read(clocks.mono).0, clocks.wall());
+        assert_eq!(base.wall_behind_ms(), 0);
+    }
+
+    #[test]
+    fn starts_at_a_persisted_floor_when_the_clock_was_set_back() {
+        let base = TimeBase::starting_at(10, T0 - 3_600_000, T0);
+        assert_eq!(base.read(10).0, T0);
+        assert_eq!(base.read(1_010).0, T0 + 1_000);
+        assert_eq!(base.wall_behind_ms(), 3_600_000);
+    }
+
+    #[test]
+    fn only_one_caller_per_interval_compares() {
+        let base = TimeBase::starting_at(0, T0, 0);
+        assert!(base.compare(CHECK_INTERVAL_MS, T0).is_some());
+        assert!(base.compare(CHECK_INTERVAL_MS, T0).is_none());
+        assert!(base.compare(2 * CHECK_INTERVAL_MS - 1, T0).is_none());
+        assert!(base.compare(2 * CHECK_INTERVAL_MS, T0).is_some());
+    }
+
+    #[derive(Clone, Debug)]
+    enum Event {
+        Tick(i64),
+        Step(i64),
+        Stall(i64),
+    }
+
+    fn events() -> impl Strategy<Value = Vec<Event>> {
+        prop::collection::vec(
+            prop_oneof![
+                (1i64..50).prop_map(Event::Tick),
+                (-900_000i64..900_000).prop_map(Event::Step),
+                (1i64..30).prop_map(Event::Stall),
+            ],
+            1..200,
+        )
+    }
+
+    proptest! {
+        /// Whatever the wall clock does, the base never goes back, never lags the monotonic
+        /// clock's progress, and is never behind the wall clock after a comparison.
+        #[test]
+        fn the_base_is_monotonic_and_never_behind_the_wall_clock(events in events()) {
+            let mut clocks = Clocks { mono: 1_000, wall_offset: T0 };
+            let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+            let (mut last, mut last_mono) = (base.read(clocks.mono).0, clocks.mono);
+            for event in events {
+                match event {
+                    Event::Tick(ms) => { clocks.run(&base, ms); }
+                    Event::Step(ms) => clocks.wall_offset += ms,
+                    // The wall clock stands still while real time passes.
+                    Event::Stall(ms) => { clocks.wall_offset -= ms; clocks.run(&base, ms); }
+                }
+                clocks.run(&base, CHECK_INTERVAL_MS);
+                let now = base.read(clocks.mono).0;
+                prop_assert!(now - last >= clocks.mono - last_mono, "never slower than real time");
+                prop_assert!(now >= clocks.wall(), "caught up with the wall clock");
+                (last, last_mono) = (now, clocks.mono);
+            }
+        }
+
+        /// Threads race on one shard while another thread steps the wall clock about; every
+        /// thread's IDs increase, none repeats, and none runs past the lead.
+        #[test]
+        fn racing_threads_on_one_shard_with_a_jumping_clock(steps in prop::collection::vec(-5_000i64..5_000, 1..20)) {
+            let base = Arc::new(TimeBase::starting_at(0, T0, 0));
+            let mono = Arc::new(AtomicI64::new(0));
+            let wall_offset = Arc::new(AtomicI64::new(T0));
+            let cell = Arc::new(AtomicU64::new(0));
+            let max_lead = 20;
+            let workers: Vec<_> = (0..3).map(|_| {
+                let (base, mono, wall_offset, cell) =
+                    (base.clone(), mono.clone(), wall_offset.clone(), cell.clone());
+                thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    while mine.len() < 3_000 {
+                        let m = mono.load(Relaxed);
+                        let (now, due) = base.read(m);
+                        if due { base.compare(m, m + wall_offset.load(Relaxed)); }
+                        let now_ms = (now - T0) as u64;
+                        match issue(&cell, now_ms, max_lead, u64::MAX) {
+                            Ok(s) => {
+                                assert!(stamp_ms(s) <= now_ms + max_lead);
+                                mine.push(s);
+                            }
+                            Err(Refusal::Ahead { .. }) => { mono.fetch_add(1, Relaxed); }
+                            Err(other) => panic!("{other:?}"),
+                        }
+                    }
+                    mine
+                })
+            }).collect();
+            for step in steps {
+                wall_offset.fetch_add(step, Relaxed);
+                mono.fetch_add(3, Relaxed);
+                thread::yield_now();
+            }
+            let mut all = Vec::new();
+            for w in workers {
+                let mine = w.join().unwrap();
+                prop_assert!(mine.windows(2).all(|p| p[0] < p[1]));
+                all.extend(mine);
+            }
+            let n = all.len();
+            all.sort_unstable();
+            all.dedup();
+            prop_assert_eq!(all.len(), n);
+        }
+    }
+}
