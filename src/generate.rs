@@ -98,7 +98,7 @@ fn extend_lease(state: &SharedState, epoch_ms: i64, needed_ms: u64) {
         return;
     }
     let (base_unix_ms, _) = state.time_base.read(clock::monotonic_ms());
-    let record = Record::extended(epoch_ms, base_unix_ms, needed_ms, gucs::max_lead_ms());
+    let record = Record::extended(epoch_ms, base_unix_ms, needed_ms);
     // SAFETY: a plain read of PostgreSQL's fsync setting.
     let fsync = unsafe { pg_sys::enableFsync };
     if let Err(e) = lease::write(Path::new("."), &record, fsync) {

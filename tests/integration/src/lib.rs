@@ -115,6 +115,27 @@ impl Cluster {
         self.env.push((name.into(), value.into()));
     }
 
+    /// Runs the server under libfaketime from the next start on: its wall clock is offset by
+    /// what [`Cluster::set_wall_clock_offset`] last wrote (such as `-10m`), re-read on every
+    /// call, so the clock can be stepped while the server runs. The monotonic clock stays real.
+    pub fn fake_wall_clock(&mut self) {
+        self.set_wall_clock_offset("+0");
+        let file = self.dir.join("faketime").display().to_string();
+        self.set_env(
+            "LD_PRELOAD",
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        );
+        self.set_env("FAKETIME_TIMESTAMP_FILE", &file);
+        self.set_env("FAKETIME_NO_CACHE", "1");
+        self.set_env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    }
+
+    /// Steps the faked wall clock to this offset from real time, e.g. `-10m`, `-1h`, `+0`.
+    pub fn set_wall_clock_offset(&self, offset: &str) {
+        fs::write(self.dir.join("faketime"), format!("{offset}\n"))
+            .expect("write the faketime file");
+    }
+
     /// Starts the server and waits until it accepts connections. On failure, returns the log.
     pub fn start(&mut self) -> Result<(), String> {
         let out = self
@@ -165,6 +186,37 @@ impl Cluster {
 
     fn log_path(&self) -> PathBuf {
         self.dir.join("server.log")
+    }
+
+    /// Waits until the log shows that the server finished a crash restart.
+    pub fn wait_for_crash_restart(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let log = self.log();
+            if let Some(at) = log.find("all server processes terminated; reinitializing") {
+                if log[at..].contains("database system is ready to accept connections") {
+                    return;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no crash restart:\n{log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Starts the server again after its postmaster was killed, once the orphaned processes
+    /// have noticed and left.
+    pub fn restart_after_postmaster_kill(&mut self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match self.start() {
+                Ok(()) => return,
+                Err(log) if std::time::Instant::now() > deadline => panic!("no restart:\n{log}"),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(500)),
+            }
+        }
     }
 
     /// The PID of the postmaster, from postmaster.pid.
@@ -258,4 +310,37 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// Cancels a client's running query if it is still running when the deadline passes, so that a
+/// stall fails the test instead of hanging it. Server-side `statement_timeout` is not enough
+/// under libfaketime, which also fakes the timers it relies on.
+pub struct Watchdog {
+    done: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    pub fn new(client: &Client, deadline: std::time::Duration) -> Watchdog {
+        let cancel = client.cancel_token();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            if wait.recv_timeout(deadline) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                let _ = cancel.cancel_query(NoTls);
+            }
+        });
+        Watchdog {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.done.send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

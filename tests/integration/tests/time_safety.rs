@@ -1,0 +1,326 @@
+//! Time safety on real servers: clock steps, crashes, restarts, overload and epoch changes never
+//! produce a duplicate or an ID below an earlier one.
+
+use snowid_integration::postgres::{Client, NoTls};
+use snowid_integration::{Cluster, Watchdog};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Generous: a stall behind a stepped-back clock would last minutes or hours.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn max_of(db: &mut Client, shard: i32, n: i32) -> i64 {
+    let _watchdog = Watchdog::new(db, DEADLINE);
+    db.query_one(
+        "SELECT max(snowid_next($1)) FROM generate_series(1, $2)",
+        &[&shard, &n],
+    )
+    .unwrap()
+    .get(0)
+}
+
+fn next(db: &mut Client, shard: i32) -> i64 {
+    let _watchdog = Watchdog::new(db, DEADLINE);
+    db.query_one("SELECT snowid_next($1)", &[&shard])
+        .unwrap()
+        .get(0)
+}
+
+/// Seconds between the timestamps of two IDs.
+fn seconds_between(db: &mut Client, earlier: i64, later: i64) -> f64 {
+    db.query_one(
+        "SELECT extract(epoch FROM snowid_timestamp($2) - snowid_timestamp($1))::float8",
+        &[&earlier, &later],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// How far the server's (possibly faked) clock is behind an ID's timestamp, in seconds.
+fn clock_behind(db: &mut Client, id: i64) -> f64 {
+    db.query_one(
+        "SELECT extract(epoch FROM snowid_timestamp($1) - clock_timestamp())::float8",
+        &[&id],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Guards against the three classic reactions to a backward clock step while running: an error
+/// (Twitter), a stall until the clock catches up (Leaf, or a plain wall clock with a lead
+/// bound), and frozen timestamps (pgEdge). After the system clock steps back ten minutes, IDs
+/// keep increasing, 50k of them come without a stall, timestamps keep moving at real-time rate,
+/// and the server log warns.
+#[test]
+fn a_backward_clock_step_while_running() {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE EXTENSION snowid; SET statement_timeout = '60s'")
+        .unwrap();
+    let before = max_of(&mut db, 1, 1000);
+
+    cluster.set_wall_clock_offset("-10m");
+    thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    let watchdog = Watchdog::new(&db, DEADLINE);
+    let row = db
+        .query_one(
+            "SELECT min(id), max(id), count(DISTINCT id), count(*) FILTER (WHERE id <= prev)
+             FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev
+                   FROM (SELECT n, snowid_next(1) AS id FROM generate_series(1, 50000) n) g) s",
+            &[],
+        )
+        .unwrap();
+    let took = started.elapsed();
+    drop(watchdog);
+    let (min, last): (i64, i64) = (row.get(0), row.get(1));
+    assert!(min > before, "IDs after the step are above those before it");
+    assert_eq!(row.get::<_, i64>(2), 50_000);
+    assert_eq!(row.get::<_, i64>(3), 0, "strictly increasing");
+    assert!(
+        took < Duration::from_secs(5),
+        "no stall: 50k IDs took {took:?}"
+    );
+    let behind = clock_behind(&mut db, last);
+    assert!(
+        (590.0..610.0).contains(&behind),
+        "the server clock really stepped back: {behind}"
+    );
+
+    thread::sleep(Duration::from_secs(3));
+    let after = next(&mut db, 1);
+    let advanced = seconds_between(&mut db, last, after);
+    assert!(
+        (2.5..3.6).contains(&advanced),
+        "timestamps advance with real time: {advanced} s"
+    );
+    assert!(
+        cluster
+            .log()
+            .contains("snowid saw the system clock step back by"),
+        "{}",
+        cluster.log()
+    );
+}
+
+/// Guards against reissuing old IDs when shared memory starts empty with the clock set back: a
+/// fast restart with the clock an hour behind, then an immediate stop and start with it two
+/// hours behind. Every new ID is above every ID before, and timestamps do not go back an hour.
+#[test]
+fn restarts_with_the_clock_set_back() {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    cluster.start().unwrap();
+    cluster
+        .client()
+        .batch_execute("CREATE EXTENSION snowid")
+        .unwrap();
+    let first = max_of(&mut cluster.client(), 2, 10_000);
+
+    for (mode, offset) in [("fast", "-1h"), ("immediate", "-2h")] {
+        let before = max_of(&mut cluster.client(), 2, 10_000).max(first);
+        cluster.stop(mode);
+        cluster.set_wall_clock_offset(offset);
+        cluster.start().unwrap();
+        let mut db = cluster.client();
+        let id = next(&mut db, 2);
+        assert!(
+            id > before,
+            "after a {mode} restart with the clock at {offset}: {id} <= {before}"
+        );
+        assert!(seconds_between(&mut db, before, id) >= 0.0);
+        assert!(
+            clock_behind(&mut db, id) > 3000.0,
+            "the server clock really was set back"
+        );
+    }
+}
+
+/// Guards against a backend crash wiping the per-shard state: a burst of 5M IDs on one shard
+/// runs seconds ahead of the clock; `kill -9` of a backend makes the postmaster reinitialise
+/// shared memory; the next ID must still be above the burst's maximum. The test also checks
+/// that the clock had not yet caught up with the burst, so only the persisted lease can have
+/// kept the order.
+#[test]
+fn a_burst_then_a_backend_crash() {
+    let cluster = Cluster::preloaded(&[]);
+    let mut db = cluster.client();
+    db.batch_execute("SET snowid.max_lead = '60s'").unwrap();
+    let burst_max = max_of(&mut db, 1, 5_000_000);
+
+    let mut victim = cluster.client();
+    let pid: i32 = victim
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    cluster.kill("KILL", pid as u32);
+    cluster.wait_for_crash_restart();
+
+    let mut db = cluster.client();
+    let ahead = clock_behind(&mut db, burst_max);
+    let id = next(&mut db, 1);
+    assert!(id > burst_max, "{id} <= {burst_max}");
+    assert!(
+        ahead > 0.0,
+        "the clock had not reached the burst yet ({ahead} s), so the test is sharp"
+    );
+    assert!(cluster.log().contains("terminated by signal 9"));
+}
+
+/// Guards against losing the state when the postmaster itself is killed, which skips every
+/// shutdown step, and the clock is then set back an hour before the next start.
+#[test]
+fn a_postmaster_kill_with_the_clock_set_back() {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    cluster.start().unwrap();
+    cluster
+        .client()
+        .batch_execute("CREATE EXTENSION snowid")
+        .unwrap();
+    let before = max_of(&mut cluster.client(), 3, 200_000);
+
+    let postmaster = cluster.postmaster_pid();
+    cluster.kill("KILL", postmaster);
+    cluster.set_wall_clock_offset("-1h");
+    cluster.restart_after_postmaster_kill();
+    let mut db = cluster.client();
+    let id = next(&mut db, 3);
+    assert!(id > before, "{id} <= {before}");
+    assert!(
+        clock_behind(&mut db, id) > 3000.0,
+        "the server clock really was set back"
+    );
+}
+
+/// Guards against overload breaking either promise: 3M IDs on one shard in one statement, far
+/// beyond 1,024 per millisecond. None repeats, and none is dated more than `snowid.max_lead`
+/// (1 s) ahead of the clock read just before it; the lead does get near the bound.
+#[test]
+fn a_3m_burst_stays_within_the_lead() {
+    let cluster = Cluster::preloaded(&[]);
+    let row = cluster
+        .client()
+        .query_one(
+            "SELECT count(*), count(DISTINCT id),
+                    max(extract(epoch FROM snowid_timestamp(id) - at))::float8
+             FROM (SELECT clock_timestamp() AS at, snowid_next(6) AS id
+                   FROM generate_series(1, 3000000)) s",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 3_000_000);
+    assert_eq!(row.get::<_, i64>(1), 3_000_000, "no duplicates");
+    let lead: f64 = row.get(2);
+    assert!(lead <= 1.002, "lead {lead} s exceeds snowid.max_lead");
+    assert!(
+        lead > 0.5,
+        "the burst reached near the bound ({lead} s), so the bound was exercised"
+    );
+}
+
+/// Guards against an uninterruptible wait: a statement throttled at the ceiling (lead 0, so it
+/// waits after every 1,024 IDs) ends on `statement_timeout` and on a query cancel, with 57014,
+/// in about a second.
+#[test]
+fn a_throttled_statement_can_be_cancelled() {
+    let cluster = Cluster::preloaded(&[]);
+    let mut db = cluster.client();
+    db.batch_execute("SET snowid.max_lead = 0; SET statement_timeout = '1s'")
+        .unwrap();
+    let query = "SELECT count(snowid_next(4)) FROM generate_series(1, 100000000)";
+    let started = Instant::now();
+    let err = db.query_one(query, &[]).unwrap_err();
+    assert_eq!(err.as_db_error().unwrap().code().code(), "57014");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    db.batch_execute("SET statement_timeout = 0").unwrap();
+    let cancel = db.cancel_token();
+    let canceller = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        cancel.cancel_query(NoTls).unwrap();
+    });
+    let started = Instant::now();
+    let err = db.query_one(query, &[]).unwrap_err();
+    canceller.join().unwrap();
+    assert_eq!(err.as_db_error().unwrap().code().code(), "57014");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// Guards against a silent regression when `snowid.epoch` changes on a cluster that issued IDs:
+/// a later epoch would make new IDs sort below old ones, so generation refuses with 55000 and a
+/// hint (decoding still works); an earlier epoch keeps new IDs above the old ones and is
+/// accepted, after which the original (now later) epoch is refused in turn.
+#[test]
+fn an_epoch_change_across_a_restart() {
+    let mut cluster = Cluster::preloaded(&[]);
+    let old_max = max_of(&mut cluster.client(), 8, 10_000);
+
+    cluster.stop("fast");
+    cluster.set("snowid.epoch", "'2026-06-01 00:00:00+00'");
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    let err = db.query_one("SELECT snowid_next(8)", &[]).unwrap_err();
+    let db_err = err.as_db_error().unwrap();
+    assert_eq!(db_err.code().code(), "55000");
+    assert_eq!(
+        db_err.message(),
+        "snowid.epoch is later than the epoch of IDs already issued"
+    );
+    assert!(
+        db_err
+            .hint()
+            .unwrap()
+            .contains("Set snowid.epoch back to '2026-01-01"),
+        "{db_err:?}"
+    );
+    let shard: i32 = db
+        .query_one("SELECT snowid_shard($1)", &[&old_max])
+        .unwrap()
+        .get(0);
+    assert_eq!(shard, 8, "decoding still works");
+
+    cluster.stop("fast");
+    cluster.set("snowid.epoch", "'2011-08-24 21:07:01.721+00'");
+    cluster.start().unwrap();
+    let id = next(&mut cluster.client(), 8);
+    assert!(
+        id > old_max,
+        "an earlier epoch keeps new IDs above old ones"
+    );
+
+    cluster.stop("fast");
+    cluster.set("snowid.epoch", "'2026-01-01 00:00:00+00'");
+    cluster.start().unwrap();
+    let err = cluster
+        .client()
+        .query_one("SELECT snowid_next(8)", &[])
+        .unwrap_err();
+    assert_eq!(err.as_db_error().unwrap().code().code(), "55000");
+}
+
+/// Guards against running out of time fields by surprise: with an epoch whose 2^40 ms end is
+/// less than a year away, the server warns at start-up (and still generates).
+#[test]
+fn exhaustion_within_a_year_is_warned_at_startup() {
+    let cluster = Cluster::preloaded(&[("snowid.epoch", "'1992-04-01 00:00:00+00'")]);
+    assert!(
+        cluster.log().contains("snowid IDs run out at 2027-"),
+        "{}",
+        cluster.log()
+    );
+    assert!(next(&mut cluster.client(), 0) > 0);
+}
