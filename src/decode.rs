@@ -13,13 +13,26 @@ fn parts(id: i64) -> layout::Parts {
     layout::decompose(id).unwrap_or_else(|| errors::negative_id(id))
 }
 
-/// When an ID was issued, to the millisecond.
+/// When an ID was issued, to the millisecond, under the server's `snowid.epoch`.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowid_timestamp(id: i64) -> TimestampWithTimeZone {
-    let unix_ms = gucs::epoch_unix_ms() + parts(id).ms as i64;
-    TimestampWithTimeZone::try_from(epoch::unix_ms_to_timestamptz(unix_ms)).unwrap_or_else(|_| {
-        errors::timestamp_out_of_range(&epoch::format(unix_ms), gucs::epoch_unix_ms())
-    })
+    timestamp_under(id, gucs::epoch_unix_ms())
+}
+
+/// When an ID was issued, under an explicit epoch. IMMUTABLE, unlike the one-argument form,
+/// so it may appear in expression indexes and generated columns.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowid_timestamp")]
+fn snowid_timestamp_under_epoch(id: i64, epoch: TimestampWithTimeZone) -> TimestampWithTimeZone {
+    if !epoch.is_finite() {
+        errors::invalid_epoch(&format!("{epoch}"), "the epoch must be a finite timestamp");
+    }
+    timestamp_under(id, epoch::timestamptz_to_unix_ms(epoch.into_inner()))
+}
+
+fn timestamp_under(id: i64, epoch_ms: i64) -> TimestampWithTimeZone {
+    let unix_ms = epoch_ms + parts(id).ms as i64;
+    TimestampWithTimeZone::try_from(epoch::unix_ms_to_timestamptz(unix_ms))
+        .unwrap_or_else(|_| errors::timestamp_out_of_range(&epoch::format(unix_ms), epoch_ms))
 }
 
 /// The logical shard an ID was issued for.
@@ -78,6 +91,40 @@ COMMENT ON FUNCTION snowid_parse(bigint) IS
 "#,
     name = "snowid_parse",
     requires = [snowid_timestamp, snowid_shard, snowid_seq]
+);
+
+extension_sql!(
+    r#"
+CREATE FUNCTION snowid_partition_ddl(
+    parent regclass,
+    from_ts timestamptz,
+    to_ts timestamptz,
+    step interval DEFAULT '1 day'
+) RETURNS SETOF text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT format(
+        'CREATE TABLE %I.%I PARTITION OF %s FOR VALUES FROM (%s) TO (%s)',
+        n.nspname,
+        c.relname || '_' || to_char(lo, CASE
+            WHEN step >= interval '28 days' THEN 'YYYYMM'
+            WHEN step >= interval '1 day' THEN 'YYYYMMDD'
+            ELSE 'YYYYMMDD"_"HH24MI' END),
+        parent,
+        @extschema@.snowid_from_timestamp(lo),
+        @extschema@.snowid_from_timestamp(lo + step))
+    FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    CROSS JOIN LATERAL pg_catalog.generate_series(from_ts, to_ts, step) AS lo
+    WHERE c.oid = parent AND lo < to_ts
+    ORDER BY lo
+$$;
+
+COMMENT ON FUNCTION snowid_partition_ddl(regclass, timestamptz, timestamptz, interval) IS
+    'CREATE TABLE statements for range partitions of a table partitioned by its snowid column, one per step from from_ts until to_ts; run them with \gexec.';
+"#,
+    name = "snowid_partition_ddl",
+    requires = [snowid_from_timestamp]
 );
 
 #[cfg(any(test, feature = "pg_test"))]

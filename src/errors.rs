@@ -7,6 +7,7 @@
 //! | 22008 | a timestamp outside the range the epoch can encode |
 //! | 22023 | a malformed `snowid.epoch` (also stops the server at start-up) |
 //! | 54000 | the time field is exhausted: the next ID would need the sign bit |
+//! | 55000 | a shard not in `snowid.shards` |
 //! | 55000 | `snowid_next` without `shared_preload_libraries`, after the epoch moved later, with an unreadable state file, or with a clock before the epoch |
 //! | 58030 | the high-water mark could not be written |
 
@@ -36,6 +37,18 @@ pub fn shard_out_of_range(shard: i32) -> ! {
         format!("snowid shard {shard} is out of range"),
         format!("Shards run from 0 to {MAX_SHARD}: the layout gives the shard 13 bits."),
         None,
+    )
+}
+
+pub fn shard_not_owned(shard: i32) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowid shard {shard} is not owned by this server"),
+        format!("snowid.shards is '{}'.", crate::gucs::shards_text()),
+        Some(&format!(
+            "Generate IDs for shard {shard} on the server that owns it, or add it to snowid.shards \
+             in postgresql.conf and reload, once no other server generates for it."
+        )),
     )
 }
 
@@ -166,26 +179,29 @@ pub fn invalid_epoch(text: &str, detail: &str) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,
         format!("invalid value for parameter \"snowid.epoch\": \"{text}\""),
-        capitalize(detail),
+        detail_line(detail),
         Some("Use an ISO 8601 timestamp with a UTC offset, such as '2011-08-24 21:07:01.721+00'."),
     )
 }
 
-/// A bad `snowid.epoch` at start-up stops the postmaster, with the reason in the log.
-pub fn invalid_epoch_at_startup(text: &str, detail: &str) -> ! {
+/// A bad setting at start-up stops the postmaster, with the reason in the log: running on with
+/// the default instead would silently re-date IDs (`snowid.epoch`) or claim every shard
+/// (`snowid.shards`).
+pub fn invalid_setting_at_startup(name: &str, text: &str, detail: &str, hint: &str) -> ! {
     ErrorReport::new(
         ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("invalid value for parameter \"snowid.epoch\": \"{text}\""),
+        format!("invalid value for parameter \"{name}\": \"{text}\""),
         "snowid",
     )
-    .set_detail(capitalize(detail))
-    .set_hint("Use an ISO 8601 timestamp in the past with a UTC offset, such as '2011-08-24 21:07:01.721+00'.")
+    .set_detail(detail_line(detail))
+    .set_hint(hint)
     .report(PgLogLevel::FATAL);
     unreachable!("a FATAL report does not return")
 }
 
-fn capitalize(text: &str) -> String {
-    let mut chars = text.chars();
+/// A detail line from a lowercase reason: capitalised, with a full stop.
+pub fn detail_line(reason: &str) -> String {
+    let mut chars = reason.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect::<String>() + ".",
         None => String::new(),

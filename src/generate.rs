@@ -29,8 +29,11 @@ fn snowid_next(shard: i32) -> i64 {
     let Some(state) = shmem::state() else {
         errors::not_preloaded()
     };
+    if !gucs::owns(shard.index()) {
+        errors::shard_not_owned(shard.get());
+    }
     let epoch_ms = gucs::epoch_unix_ms();
-    let cell = state.stamp_cell(shard);
+    let cell = state.shard(shard);
     loop {
         let mono_ms = clock::monotonic_ms();
         let (base_unix_ms, compare_due) = state.time_base.read(mono_ms);
@@ -40,9 +43,20 @@ fn snowid_next(shard: i32) -> i64 {
         let Ok(now_ms) = u64::try_from(base_unix_ms - epoch_ms) else {
             errors::clock_before_epoch(epoch_ms, base_unix_ms)
         };
-        match issue(cell, now_ms, gucs::max_lead_ms(), state.lease.end_ms()) {
-            Ok(stamp) => return id_from_stamp(stamp, shard),
-            Err(Refusal::Ahead { wait_ms }) => wait_for_clock(wait_ms),
+        match issue(
+            &cell.stamp,
+            now_ms,
+            gucs::max_lead_ms(),
+            state.lease.end_ms(),
+        ) {
+            Ok(stamp) => {
+                cell.count_issued();
+                return id_from_stamp(stamp, shard);
+            }
+            Err(Refusal::Ahead { wait_ms }) => {
+                cell.count_wait();
+                wait_for_clock(wait_ms)
+            }
             Err(Refusal::BeyondLease { needed_ms }) => extend_lease(state, epoch_ms, needed_ms),
             Err(Refusal::Exhausted) => errors::exhausted(epoch_ms),
         }

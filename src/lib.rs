@@ -2,9 +2,9 @@
 //!
 //! The pure core has no PostgreSQL in it: [`layout`] (the bits), [`epoch`] (time as text and
 //! numbers), [`time_base`] (a clock that never steps back), [`shard_state`] (the per-shard
-//! lock-free step) and [`lease`] (the persisted high-water mark). The rest is thin glue:
-//! [`shmem`], [`gucs`], [`clock`], [`errors`], and the SQL functions in [`generate`] and
-//! [`decode`].
+//! lock-free step), [`lease`] (the persisted high-water mark) and [`shard_set`] (the shards a
+//! server owns). The rest is thin glue: [`shmem`], [`gucs`], [`clock`], [`errors`], and the SQL
+//! functions in [`generate`], [`decode`] and [`info`].
 
 use pgrx::prelude::*;
 
@@ -14,8 +14,10 @@ pub mod epoch;
 pub mod errors;
 pub mod generate;
 pub mod gucs;
+pub mod info;
 pub mod layout;
 pub mod lease;
+pub mod shard_set;
 pub mod shard_state;
 pub mod shmem;
 pub mod time_base;

@@ -2,9 +2,10 @@
 //!
 //! # Concurrency rules
 //!
-//! - The segment holds the time base, the lease, and one `AtomicU64` stamp per shard (8,192),
-//!   each on its own 64-byte cache line, so that shards never contend through false sharing and
-//!   the read-mostly lines (time base, lease) are not dirtied by generation.
+//! - The segment holds the time base, the lease, and one cell per shard (8,192): an `AtomicU64`
+//!   stamp plus two counters, each cell on its own 64-byte cache line, so that shards never
+//!   contend through false sharing and the read-mostly lines (time base, lease) are not dirtied
+//!   by generation.
 //! - The postmaster builds the segment in the shared-memory startup hook, before any backend
 //!   exists, from `$PGDATA/snowid.state` (see [`crate::lease`]). After a backend crash the
 //!   postmaster builds a fresh segment the same way.
@@ -17,6 +18,9 @@
 //!   [`LEASE_LOCK`], and only after the record covering it is durably on disk, so every value a
 //!   reader sees is already safe to use. A reader that sees an old value just takes the cold path
 //!   and finds the lease already extended.
+//! - A shard's counters (IDs issued, waits) are bumped with relaxed `fetch_add` right after the
+//!   caller's CAS on the same line, so they add no contention; readers may see them slightly
+//!   behind the stamp.
 //! - Every backend and parallel worker inherits the segment's address from the postmaster.
 
 use crate::layout::{stamp, Shard, MAX_SEQ, SHARD_COUNT};
@@ -28,9 +32,45 @@ use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed};
 
-/// One shard's last issued stamp, padded to a cache line.
+/// One shard's state, alone on its cache line: the last issued stamp, and counters that only
+/// the callers who just changed that line touch.
 #[repr(C, align(64))]
-struct StampCell(AtomicU64);
+pub struct ShardCell {
+    /// The last stamp issued on the shard.
+    pub stamp: AtomicU64,
+    issued: AtomicU64,
+    waits: AtomicU64,
+}
+
+impl ShardCell {
+    fn starting_at(stamp: u64) -> ShardCell {
+        ShardCell {
+            stamp: AtomicU64::new(stamp),
+            issued: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts an issued ID. The line is already exclusively ours after the CAS.
+    #[inline]
+    pub fn count_issued(&self) {
+        self.issued.fetch_add(1, Relaxed);
+    }
+
+    pub fn count_wait(&self) {
+        self.waits.fetch_add(1, Relaxed);
+    }
+
+    /// IDs issued since start.
+    pub fn issued(&self) -> u64 {
+        self.issued.load(Relaxed)
+    }
+
+    /// Waits at the lead bound since start.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Relaxed)
+    }
+}
 
 /// Why generation is refused, if it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,17 +160,22 @@ pub struct SharedState {
     pub time_base: TimeBase,
     pub lease: LeaseState,
     pub warnings: WarningClock,
-    stamps: [StampCell; SHARD_COUNT],
+    shards: [ShardCell; SHARD_COUNT],
 }
 
 // SAFETY: plain atomics with no pointers; valid at any address in any process.
 unsafe impl PGRXSharedMemory for SharedState {}
 
 impl SharedState {
-    /// The last stamp issued on a shard.
+    /// A shard's state.
     #[inline]
-    pub fn stamp_cell(&self, shard: Shard) -> &AtomicU64 {
-        &self.stamps[shard.index()].0
+    pub fn shard(&self, shard: Shard) -> &ShardCell {
+        &self.shards[shard.index()]
+    }
+
+    /// Every shard's state, in shard order.
+    pub fn shards(&self) -> &[ShardCell] {
+        &self.shards
     }
 
     /// Builds the state for a (re)start of shared memory from the persisted high-water mark.
@@ -185,7 +230,7 @@ impl SharedState {
                 step_back: AtomicI64::new(i64::MIN / 2),
                 ahead: AtomicI64::new(i64::MIN / 2),
             },
-            stamps: std::array::from_fn(|_| StampCell(AtomicU64::new(floor))),
+            shards: std::array::from_fn(|_| ShardCell::starting_at(floor)),
         }
     }
 }

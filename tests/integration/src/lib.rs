@@ -81,19 +81,28 @@ impl Cluster {
 
     /// A started cluster with snowid preloaded and the extension created, plus any settings.
     pub fn preloaded(settings: &[(&str, &str)]) -> Cluster {
+        Cluster::init().preload_and_start(settings)
+    }
+
+    /// Like [`Cluster::preloaded`], with the server's wall clock under the test's control (see
+    /// [`Cluster::fake_wall_clock`]).
+    pub fn preloaded_with_fake_clock() -> Cluster {
         let mut cluster = Cluster::init();
-        cluster.set("shared_preload_libraries", "'snowid'");
+        cluster.fake_wall_clock();
+        cluster.preload_and_start(&[])
+    }
+
+    fn preload_and_start(mut self, settings: &[(&str, &str)]) -> Cluster {
+        self.set("shared_preload_libraries", "'snowid'");
         for (name, value) in settings {
-            cluster.set(name, value);
+            self.set(name, value);
         }
-        cluster
-            .start()
+        self.start()
             .unwrap_or_else(|log| panic!("the server did not start:\n{log}"));
-        cluster
-            .client()
+        self.client()
             .batch_execute("CREATE EXTENSION snowid")
             .expect("create extension");
-        cluster
+        self
     }
 
     pub fn pgdata(&self) -> PathBuf {

@@ -30,6 +30,21 @@ fn without_preloading_decoding_works_and_generation_explains_itself() {
         .unwrap()
         .contains("shared_preload_libraries = 'snowid'"));
 
+    let row = db
+        .query_one(
+            "SELECT preloaded, generating, lease_end IS NULL FROM snowid_info()",
+            &[],
+        )
+        .unwrap();
+    assert!(!row.get::<_, bool>(0));
+    assert_eq!(
+        row.get::<_, String>(1),
+        "no: not loaded via shared_preload_libraries"
+    );
+    assert!(row.get::<_, bool>(2));
+    let err = db.query("SELECT * FROM snowid_stats()", &[]).unwrap_err();
+    assert_eq!(err.as_db_error().unwrap().code().code(), "55000");
+
     // The backend survived: the same session still answers.
     let one: i32 = db.query_one("SELECT 1", &[]).unwrap().get(0);
     assert_eq!(one, 1);

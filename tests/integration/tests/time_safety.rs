@@ -53,13 +53,8 @@ fn clock_behind(db: &mut Client, id: i64) -> f64 {
 /// and the server log warns.
 #[test]
 fn a_backward_clock_step_while_running() {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
-    cluster.start().unwrap();
+    let cluster = Cluster::preloaded_with_fake_clock();
     let mut db = cluster.client();
-    db.batch_execute("CREATE EXTENSION snowid; SET statement_timeout = '60s'")
-        .unwrap();
     let before = max_of(&mut db, 1, 1000);
 
     cluster.set_wall_clock_offset("-10m");
@@ -111,14 +106,7 @@ fn a_backward_clock_step_while_running() {
 /// hours behind. Every new ID is above every ID before, and timestamps do not go back an hour.
 #[test]
 fn restarts_with_the_clock_set_back() {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
-    cluster.start().unwrap();
-    cluster
-        .client()
-        .batch_execute("CREATE EXTENSION snowid")
-        .unwrap();
+    let mut cluster = Cluster::preloaded_with_fake_clock();
     let first = max_of(&mut cluster.client(), 2, 10_000);
 
     for (mode, offset) in [("fast", "-1h"), ("immediate", "-2h")] {
@@ -175,14 +163,7 @@ fn a_burst_then_a_backend_crash() {
 /// shutdown step, and the clock is then set back an hour before the next start.
 #[test]
 fn a_postmaster_kill_with_the_clock_set_back() {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
-    cluster.start().unwrap();
-    cluster
-        .client()
-        .batch_execute("CREATE EXTENSION snowid")
-        .unwrap();
+    let mut cluster = Cluster::preloaded_with_fake_clock();
     let before = max_of(&mut cluster.client(), 3, 200_000);
 
     let postmaster = cluster.postmaster_pid();

@@ -1,0 +1,173 @@
+//! The set of shards a server may generate for (`snowid.shards`), as a bitmap.
+//!
+//! Written as numbers and ranges, such as `0-1023,4096,5000-5099`. Looking a shard up is one
+//! load and a bit test, cheap enough for every `snowid_next` call.
+
+use crate::layout::{MAX_SHARD, SHARD_COUNT};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+const WORDS: usize = SHARD_COUNT / 64;
+
+/// A set of shards, as parsed from text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSet([u64; WORDS]);
+
+impl ShardSet {
+    pub const ALL_TEXT: &'static str = "0-8191";
+
+    pub fn all() -> ShardSet {
+        ShardSet([u64::MAX; WORDS])
+    }
+
+    /// Parses a comma-separated list of shard numbers and inclusive ranges. Blank means no
+    /// shard. The error says what is wrong, fit for a setting's detail line.
+    pub fn parse(text: &str) -> Result<ShardSet, String> {
+        let mut set = ShardSet([0; WORDS]);
+        if text.trim().is_empty() {
+            return Ok(set);
+        }
+        for item in text.split(',').map(str::trim) {
+            let (low, high) = match item.split_once('-') {
+                Some((low, high)) => (shard_number(low)?, shard_number(high)?),
+                None => (shard_number(item)?, shard_number(item)?),
+            };
+            if low > high {
+                return Err(format!("the range \"{item}\" runs backwards"));
+            }
+            for shard in low..=high {
+                set.0[shard / 64] |= 1 << (shard % 64);
+            }
+        }
+        Ok(set)
+    }
+
+    pub fn contains(&self, shard: usize) -> bool {
+        self.0[shard / 64] & (1 << (shard % 64)) != 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn shard_number(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    match text.parse::<i64>() {
+        Ok(n) if (0..=MAX_SHARD as i64).contains(&n) => Ok(n as usize),
+        Ok(n) => Err(format!(
+            "shard {n} is out of range: shards run from 0 to {MAX_SHARD}"
+        )),
+        Err(_) if text.is_empty() => {
+            Err("an empty item; write numbers or ranges such as \"0-1023,4096\"".into())
+        }
+        Err(_) => Err(format!(
+            "\"{text}\" is not a shard number or a range such as \"0-1023\""
+        )),
+    }
+}
+
+/// The canonical text: sorted, merged ranges, such as `0-1023,4096`.
+impl fmt::Display for ShardSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut shard = 0;
+        while shard < SHARD_COUNT {
+            if !self.contains(shard) {
+                shard += 1;
+                continue;
+            }
+            let start = shard;
+            while shard + 1 < SHARD_COUNT && self.contains(shard + 1) {
+                shard += 1;
+            }
+            let sep = if first { "" } else { "," };
+            if start == shard {
+                write!(f, "{sep}{start}")?;
+            } else {
+                write!(f, "{sep}{start}-{shard}")?;
+            }
+            first = false;
+            shard += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A shard set that a settings change can replace while generation reads it: the owning
+/// process's copy, looked up without a lock.
+pub struct LiveShardSet([AtomicU64; WORDS]);
+
+impl LiveShardSet {
+    pub const fn all() -> LiveShardSet {
+        LiveShardSet([const { AtomicU64::new(u64::MAX) }; WORDS])
+    }
+
+    pub fn replace(&self, set: &ShardSet) {
+        for (word, value) in self.0.iter().zip(set.0) {
+            word.store(value, Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn contains(&self, shard: usize) -> bool {
+        self.0[shard / 64].load(Relaxed) & (1 << (shard % 64)) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_numbers_and_ranges() {
+        let set = ShardSet::parse("0-1023, 4096,5000-5099").unwrap();
+        assert_eq!(set.len(), 1024 + 1 + 100);
+        assert!(set.contains(0) && set.contains(1023) && set.contains(4096) && set.contains(5099));
+        assert!(!set.contains(1024) && !set.contains(4095) && !set.contains(5100));
+        assert_eq!(set.to_string(), "0-1023,4096,5000-5099");
+        assert_eq!(
+            ShardSet::parse(ShardSet::ALL_TEXT).unwrap(),
+            ShardSet::all()
+        );
+        assert!(ShardSet::parse(" ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn refuses_malformed_sets_with_a_reason() {
+        for (text, reason) in [
+            ("8192", "out of range"),
+            ("-1", "empty item"),
+            ("5-3", "runs backwards"),
+            ("1,,2", "empty item"),
+            ("a-b", "not a shard number"),
+            ("1-2-3", "not a shard number"),
+        ] {
+            let err = ShardSet::parse(text).expect_err(text);
+            assert!(err.contains(reason), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_live_set_follows_replacements() {
+        let live = LiveShardSet::all();
+        assert!(live.contains(8191));
+        live.replace(&ShardSet::parse("7").unwrap());
+        assert!(live.contains(7) && !live.contains(8191) && !live.contains(0));
+    }
+
+    proptest! {
+        #[test]
+        fn the_canonical_text_parses_back_to_the_same_set(shards in prop::collection::btree_set(0usize..SHARD_COUNT, 0..300)) {
+            let text = shards.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+            let set = ShardSet::parse(&text).unwrap();
+            prop_assert_eq!(set.len(), shards.len());
+            prop_assert_eq!(ShardSet::parse(&set.to_string()).unwrap(), set);
+        }
+    }
+}
