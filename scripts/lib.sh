@@ -7,12 +7,27 @@
 set -euo pipefail
 
 SNOWID_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_CONFIG=${SNOWID_PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-PG_MAJOR=15
 CARGO_PGRX_VERSION=0.18.1
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Which PostgreSQL major: SNOWID_PG=15 (the default; Debian's packages) or 16 (the relocatable
+# PostgreSQL 16.2 from PyPI's pgserver wheel, unpacked into SNOWID_PG16_ROOT).
+PG15_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PG16_ROOT=${SNOWID_PG16_ROOT:-/opt/snowid-pg16}
+PG16_CONFIG=$PG16_ROOT/pgserver/pginstall/bin/pg_config
+PG_MAJOR=${SNOWID_PG:-15}
+case "$PG_MAJOR" in
+    15) PG_CONFIG=$PG15_CONFIG ;;
+    16) PG_CONFIG=$PG16_CONFIG ;;
+    all) PG_CONFIG=$PG15_CONFIG ;;
+    *) die "SNOWID_PG must be 15, 16 or all, not '$PG_MAJOR'" ;;
+esac
+# The cargo features that select the major, for every cargo pgrx command that builds.
+PG_FEATURES=(--no-default-features --features "pg${PG_MAJOR/all/15}")
+# The integration tests' harness reads this.
+export SNOWID_PG_CONFIG=$PG_CONFIG
 
 if [ "$(id -u)" = 0 ]; then
     IS_ROOT=1
