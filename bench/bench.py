@@ -12,6 +12,7 @@ import re
 import statistics
 import subprocess
 import tempfile
+import time
 
 INSTAGRAM = """
 CREATE SEQUENCE IF NOT EXISTS insta_seq;
@@ -118,14 +119,22 @@ def bulk_inserts(db, rounds, rows):
     return {k: statistics.median(v) for k, v in samples.items()}, sizes
 
 
-def concurrent_inserts(db, client_counts, seconds):
-    tps = {k: {} for k in KEYS}
-    for clients in client_counts:
-        for i, (key, ddl) in enumerate(KEYS.items()):
-            create_table(db, "ins", ddl, 200 + i)
-            tps[key][clients] = db.pgbench_tps("INSERT INTO ins DEFAULT VALUES;\n", clients, seconds)
+def concurrent_inserts(db, client_counts, seconds, rounds):
+    """pgbench INSERT ... DEFAULT VALUES; rounds interleave the key types, medians."""
+    samples = {k: {c: [] for c in client_counts} for k in KEYS}
+    for r in range(rounds):
+        for clients in client_counts:
+            for i, (key, ddl) in enumerate(KEYS.items()):
+                create_table(db, "ins", ddl, 200 + 10 * r + i)
+                db.psql("CHECKPOINT")
+                tps = db.pgbench_tps("INSERT INTO ins DEFAULT VALUES;\n", clients, seconds)
+                samples[key][clients].append(tps)
     db.psql("DROP TABLE ins")
-    return tps
+    return {k: {c: statistics.median(v) for c, v in by_count.items()} for k, by_count in samples.items()}
+
+
+def lease_writes(db):
+    return int(db.psql("SELECT lease_writes FROM snowid_info()"))
 
 
 def verdict(ok):
@@ -179,6 +188,7 @@ def main():
     ap.add_argument("--port", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--per-call-only", action="store_true", help="just the per-call table")
     args = ap.parse_args()
     db = Server(args.bindir, args.host, args.port)
     db.psql("CREATE EXTENSION snowid; CREATE SEQUENCE bench_seq;" + INSTAGRAM)
@@ -186,12 +196,20 @@ def main():
     rounds, calls = (3, 500_000) if args.quick else (7, 2_000_000)
     print("per-call cost ...", flush=True)
     ns = per_call(db, rounds, calls)
+    if args.per_call_only:
+        floor, nextval = ns["floor: int4abs"], ns["nextval()"]
+        for name, value in ns.items():
+            print(f"{name:<28} {value:8.1f} ns {value / floor:6.2f} × floor {value / nextval:6.2f} × nextval")
+        return
     print("sustained single-shard rate ...", flush=True)
     rate = sustained_rate(db, 2_000_000 if args.quick else 5_000_000)
     print("bulk inserts ...", flush=True)
     bulk, sizes = bulk_inserts(db, 1 if args.quick else 3, 200_000 if args.quick else 1_000_000)
     print("concurrent inserts ...", flush=True)
-    tps = concurrent_inserts(db, [1, 2, 4, 8], 2 if args.quick else 5)
+    writes_before, started = lease_writes(db), time.monotonic()
+    tps = concurrent_inserts(db, [1, 2, 4, 8], 2 if args.quick else 3, 1 if args.quick else 3)
+    writes = lease_writes(db) - writes_before
+    elapsed = time.monotonic() - started
 
     floor, nextval = ns["floor: int4abs"], ns["nextval()"]
     many = ns["snowid_next, many shards"]
@@ -209,6 +227,12 @@ def main():
         "",
         f"Sustained rate on one shard, at the lead bound: {rate:,.0f} IDs/s "
         f"({rate / CEILING:.3f} × the 1,024,000/s ceiling).",
+        "",
+        f"High-water mark writes (each an fsync) during the concurrent inserts: {writes} in "
+        f"{elapsed:.0f} s, {writes / elapsed:.2f} per second.",
+        "",
+        f"Inserts: pgbench `INSERT ... DEFAULT VALUES`, {'1 round of 2 s' if args.quick else '3 interleaved rounds of 3 s, medians'}; "
+        "bulk: `INSERT ... SELECT FROM generate_series`, fresh table each time.",
         "",
         f"| key | bulk INSERT of {('200k' if args.quick else '1M')} rows, ms | × bigserial | PK index, MB | "
         + " | ".join(f"{c} client{'s' if c > 1 else ''}, tps" for c in [1, 2, 4, 8]) + " |",
