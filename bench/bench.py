@@ -143,7 +143,7 @@ def verdict(ok):
 
 def svg_chart(ns, tps, path):
     """Two panels: ns per call by method, and insert throughput by client count."""
-    width, height, pad = 900, 380, 50
+    width, height, pad = 1000, 420, 50
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              'font-family="sans-serif" font-size="11">',
              '<rect width="100%" height="100%" fill="white"/>',
@@ -163,11 +163,14 @@ def svg_chart(ns, tps, path):
     parts.append(f'<text x="{x0}" y="20" font-size="14">INSERT ... DEFAULT VALUES, transactions/s</text>')
     counts = sorted(next(iter(tps.values())))
     tmax = max(v for series in tps.values() for v in series.values())
-    plot_w, plot_h = width / 2 - 2 * pad, height - 2 * pad - 40
+    plot_w, plot_h = width / 2 - 2 * pad - 70, height - 2 * pad - 80
+    parts.append(f'<text x="{x0 - 8}" y="{pad + 24}" text-anchor="end">{tmax:,.0f}</text>')
+    parts.append(f'<text x="{x0 - 8}" y="{pad + 20 + plot_h}" text-anchor="end">0</text>')
+    parts.append(f'<line x1="{x0}" y1="{pad + 20 + plot_h}" x2="{x0 + plot_w}" y2="{pad + 20 + plot_h}" stroke="#cccccc"/>')
     colors = ["#2b7bb9", "#e08a1e", "#6aa84f", "#999999"]
     for i, c in enumerate(counts):
         x = x0 + plot_w * i / max(len(counts) - 1, 1)
-        parts.append(f'<text x="{x:.1f}" y="{height - pad + 5}" text-anchor="middle">{c} client{"s" if c > 1 else ""}</text>')
+        parts.append(f'<text x="{x:.1f}" y="{pad + 40 + plot_h}" text-anchor="middle">{c} client{"s" if c > 1 else ""}</text>')
     for k, (key, series) in enumerate(tps.items()):
         pts = []
         for i, c in enumerate(counts):
@@ -175,7 +178,7 @@ def svg_chart(ns, tps, path):
             y = pad + 20 + plot_h * (1 - series[c] / tmax)
             pts.append(f"{x:.1f},{y:.1f}")
         parts.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{colors[k]}" stroke-width="2"/>')
-        parts.append(f'<text x="{x0 + plot_w + 5}" y="{pad + 30 + 14 * k}" fill="{colors[k]}">{key}</text>')
+        parts.append(f'<text x="{x0 + plot_w + 10}" y="{pad + 30 + 14 * k}" fill="{colors[k]}">{key}</text>')
     parts.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(parts) + "\n")

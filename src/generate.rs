@@ -238,3 +238,22 @@ mod tests {
         Spi::get_one::<i64>("SELECT snowid_next(-1)").unwrap();
     }
 }
+
+/// In-process microbenchmarks of the hot path, without the executor around it:
+/// `cargo pgrx bench pg15`. (It starts a PostgreSQL of its own as the current user, so it runs as
+/// a normal user, not as root.)
+#[cfg(feature = "pg_bench")]
+#[pg_schema]
+mod benches {
+    use pgrx::prelude::*;
+    use pgrx_bench::{black_box, Bencher};
+
+    #[pg_bench]
+    fn bench_next_id_across_many_shards(b: &mut Bencher) {
+        let mut shard = 0;
+        b.iter(move || {
+            shard = (shard + 1) & 8191;
+            black_box(super::next_id(shard))
+        });
+    }
+}

@@ -156,21 +156,11 @@ unsafe extern "C-unwind" fn check_epoch(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to null.
-    let text = unsafe {
-        (*newval)
-            .as_ref()
-            .map(|p| CStr::from_ptr(p).to_string_lossy())
-    };
-    let Some(text) = text else { return true };
-    match epoch::validate(&text, clock::unix_ms_now()) {
-        Ok(_) => true,
-        Err(detail) => {
-            let detail = CString::new(errors::detail_line(&detail)).unwrap_or_default();
-            // SAFETY: PostgreSQL reads this palloc'd string right after the hook returns.
-            unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
-            false
-        }
+    // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
+    unsafe {
+        check_text(newval, |text| {
+            epoch::validate(text, clock::unix_ms_now()).map(drop)
+        })
     }
 }
 
@@ -181,16 +171,30 @@ unsafe extern "C-unwind" fn check_shards(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to null.
+    // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
+    unsafe { check_text(newval, |text| ShardSet::parse(text).map(drop)) }
+}
+
+/// A string setting's check: runs `validate` on the proposed value (null counts as empty) and
+/// hands its reason to PostgreSQL as the error detail.
+///
+/// # Safety
+///
+/// `newval` points to a pointer to a NUL-terminated string, or to null.
+unsafe fn check_text(
+    newval: *mut *mut c_char,
+    validate: impl Fn(&str) -> Result<(), String>,
+) -> bool {
+    // SAFETY: guaranteed by the caller.
     let text = unsafe {
         (*newval)
             .as_ref()
             .map(|p| CStr::from_ptr(p).to_string_lossy())
     };
-    match ShardSet::parse(text.as_deref().unwrap_or("")) {
-        Ok(_) => true,
-        Err(detail) => {
-            let detail = CString::new(errors::detail_line(&detail)).unwrap_or_default();
+    match validate(text.as_deref().unwrap_or("")) {
+        Ok(()) => true,
+        Err(reason) => {
+            let detail = CString::new(errors::detail_line(&reason)).unwrap_or_default();
             // SAFETY: PostgreSQL reads this palloc'd string right after the hook returns.
             unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
             false

@@ -150,7 +150,12 @@ fn a_burst_then_a_backend_crash() {
 
     let mut db = cluster.client();
     let ahead = clock_behind(&mut db, burst_max);
+    let started = Instant::now();
     let id = next(&mut db, 1);
+    eprintln!(
+        "the first ID after the crash restart waited {:?}",
+        started.elapsed()
+    );
     assert!(id > burst_max, "{id} <= {burst_max}");
     assert!(
         ahead > 0.0,
