@@ -24,7 +24,7 @@ fn snowid_timestamp(id: i64) -> TimestampWithTimeZone {
 #[pg_extern(immutable, strict, parallel_safe, name = "snowid_timestamp")]
 fn snowid_timestamp_under_epoch(id: i64, epoch: TimestampWithTimeZone) -> TimestampWithTimeZone {
     if !epoch.is_finite() {
-        errors::invalid_epoch(&format!("{epoch}"), "the epoch must be a finite timestamp");
+        errors::epoch_argument_not_finite();
     }
     timestamp_under(id, epoch::timestamptz_to_unix_ms(epoch.into_inner()))
 }

@@ -175,6 +175,15 @@ pub fn timestamp_out_of_range(what: &str, epoch_unix_ms: i64) -> ! {
     )
 }
 
+pub fn epoch_argument_not_finite() -> ! {
+    raise(
+        ERRCODE_DATETIME_FIELD_OVERFLOW,
+        "the epoch given to snowid_timestamp must be a finite timestamp".into(),
+        "IDs count milliseconds from the epoch, so it cannot be infinity or -infinity.".into(),
+        None,
+    )
+}
+
 pub fn invalid_epoch(text: &str, detail: &str) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,

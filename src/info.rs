@@ -1,7 +1,7 @@
 //! `snowid_info()` and `snowid_stats()`: the layout, the settings and the running state, for
 //! operators. Both read shared memory without locks; they are VOLATILE because the state moves.
 
-use crate::layout::{self, Shard, IDS_PER_MS, MAX_MS, SEQ_BITS, SHARD_BITS, TIME_BITS};
+use crate::layout::{stamp_ms, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS};
 use crate::shard_set::ShardSet;
 use crate::shmem::{self, Refusal};
 use crate::{clock, epoch, gucs};
@@ -104,15 +104,11 @@ fn snowid_stats() -> TableIterator<
         .enumerate()
         .filter(|(_, cell)| cell.issued() > 0)
         .map(|(shard, cell)| {
-            let id = layout::id_from_stamp(
-                cell.stamp.load(std::sync::atomic::Ordering::Relaxed),
-                Shard::new(shard as i32).expect("a shard index"),
-            );
-            let parts = layout::decompose(id).expect("issued IDs are positive");
+            let stamp = cell.stamp.load(std::sync::atomic::Ordering::Relaxed);
             (
                 shard as i32,
-                timestamptz(epoch_ms + parts.ms as i64),
-                parts.seq,
+                timestamptz(epoch_ms + stamp_ms(stamp) as i64),
+                (stamp & MAX_SEQ as u64) as i32,
                 cell.issued() as i64,
                 cell.waits() as i64,
                 steps_back,

@@ -39,3 +39,4 @@ SELECT * FROM events WHERE id >= snowid_from_timestamp('2026-03-01 00:59+00') OR
 -- The explicit-epoch form is IMMUTABLE, so it can back an expression index.
 CREATE INDEX events_hour ON events (date_trunc('hour', snowid_timestamp(id, '2026-01-01 00:00:00+00') AT TIME ZONE 'UTC'));
 SELECT sqlstate_of('CREATE INDEX ON events (snowid_timestamp(id))');
+SELECT sqlstate_of($$SELECT snowid_timestamp(0, 'infinity')$$);
