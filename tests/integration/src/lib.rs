@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub mod citus;
 pub use postgres;
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);

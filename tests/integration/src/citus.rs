@@ -1,0 +1,303 @@
+//! Citus clusters for snowid's integration tests: a coordinator and workers on loopback, each a
+//! [`Cluster`] of its own with snowid and Citus preloaded and its own `snowid.shards`.
+//!
+//! Citus is not part of snowid and is not always installed: `scripts/citus` builds Citus 13.2.2
+//! into Debian's PostgreSQL 15 from the source vendored next to the repository. Tests call
+//! [`skip_without_citus!`](crate::skip_without_citus) first, which returns (passing) with a
+//! printed reason when Citus is missing.
+//!
+//! # What a loopback Citus 13.2.2 cluster on PostgreSQL 15 needs
+//!
+//! Checked with a coordinator and two workers on 127.0.0.1, each on its own port:
+//!
+//! - `shared_preload_libraries = 'citus,snowid'`. Citus refuses to load unless it comes first.
+//! - TCP on loopback: Citus connects to every node, the coordinator included, with libpq over
+//!   TCP, to the host and port given to `citus_set_coordinator_host` and `citus_add_node`.
+//!   [`Cluster::init`] already listens on `127.0.0.1`, and `initdb -A trust` writes
+//!   `host all all 127.0.0.1/32 trust` into `pg_hba.conf`; [`CitusCluster::start`] checks that
+//!   line is there, since a password prompt between nodes would only show up as a connection
+//!   failure deep inside Citus.
+//! - TLS needs nothing: `citus.node_conninfo` defaults to `sslmode=require`, and
+//!   `CREATE EXTENSION citus` itself generates a self-signed certificate and turns `ssl` on.
+//! - `max_prepared_transactions` (two-phase commit across nodes) needs nothing either: at preload
+//!   Citus raises 0 to twice `max_connections` (200 here).
+//! - `wal_level = logical` only for moving shards with logical replication, which
+//!   `citus_move_shard_placement` does by default (transfer mode `auto`) when every colocated
+//!   table has a primary key or replica identity, and always with `force_logical`. With the
+//!   default `replica` such a move fails with "logical decoding requires wal_level >= logical";
+//!   `block_writes` moves work either way (and block writes to the shard while they copy). It is
+//!   set on every node here, so that moves work while rows are being inserted.
+//! - `citus.shard_count = 4` (instead of 32): fewer shard tables make `create_distributed_table`
+//!   and moves quicker. It is only the default; `create_distributed_table(shard_count => ...)`
+//!   overrides it.
+//! - No `citus.enable_*_for_testing` setting is needed. `citus.enable_statistics_collection`,
+//!   which would send usage reports over the network, is already off in this build.
+//!
+//! # Where a column DEFAULT is evaluated
+//!
+//! An `INSERT ... VALUES` sent to the coordinator evaluates `DEFAULT snowid_next(n)` on the
+//! coordinator (the shard placement then receives a constant); one sent to a worker evaluates it on
+//! that worker. An `INSERT ... SELECT` that reads from a distributed table (the `repartition`
+//! method) evaluates defaults on the workers that run the `SELECT`, for the distribution column
+//! too. A node that does not own shard `n` raises "snowid shard n is not owned by this server".
+
+use crate::postgres::Client;
+use crate::Cluster;
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The Citus release `scripts/citus` installs.
+pub const CITUS_VERSION: &str = "13.2.2";
+/// The extension version of every Citus 13.2.x release, in its control file.
+const CITUS_EXTENSION_VERSION: &str = "13.2-1";
+
+/// Settings every Citus node gets; see the module documentation for why.
+const CITUS_SETTINGS: &[(&str, &str)] = &[
+    ("shared_preload_libraries", "'citus,snowid'"),
+    ("wal_level", "logical"),
+    ("citus.shard_count", "4"),
+    ("temp_file_limit", "'1GB'"),
+];
+
+/// Why Citus cannot be used by the tests, or `None` when Citus 13.2.2 is installed into the
+/// PostgreSQL that `SNOWID_PG_CONFIG` names: its `citus.so` carries the release and its
+/// `citus.control` the extension version.
+pub fn missing_citus() -> Option<String> {
+    let (Some(pkglibdir), Some(sharedir)) = (pg_config("--pkglibdir"), pg_config("--sharedir"))
+    else {
+        return Some("pg_config does not run (see SNOWID_PG_CONFIG)".into());
+    };
+    let library = pkglibdir.join("citus.so");
+    let control = sharedir.join("extension/citus.control");
+    let fix = "run scripts/citus";
+    let Ok(control_text) = fs::read_to_string(&control) else {
+        return Some(format!(
+            "Citus is not installed (no {}); {fix}",
+            control.display()
+        ));
+    };
+    let wanted = format!("default_version = '{CITUS_EXTENSION_VERSION}'");
+    if !control_text.lines().any(|line| line.trim() == wanted) {
+        return Some(format!(
+            "{} is not Citus {CITUS_VERSION}'s; {fix}",
+            control.display()
+        ));
+    }
+    let Ok(library_bytes) = fs::read(&library) else {
+        return Some(format!(
+            "Citus is not installed (no {}); {fix}",
+            library.display()
+        ));
+    };
+    let release = format!("Citus {CITUS_VERSION} ");
+    if !library_bytes
+        .windows(release.len())
+        .any(|w| w == release.as_bytes())
+    {
+        return Some(format!(
+            "{} is not Citus {CITUS_VERSION}; {fix}",
+            library.display()
+        ));
+    }
+    None
+}
+
+/// Whether Citus 13.2.2 is installed (see [`missing_citus`]).
+pub fn citus_installed() -> bool {
+    missing_citus().is_none()
+}
+
+/// Prints that the calling test is skipped, and why. The test harness names each test's thread
+/// after the test. It writes to the process's standard error directly, not through `eprintln!`,
+/// which the harness captures and shows only for failing tests: a skip must show in every run.
+pub fn print_skip(module: &str, why: &str) {
+    let thread = std::thread::current();
+    let test = thread
+        .name()
+        .filter(|name| *name != "main")
+        .unwrap_or(module);
+    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
+}
+
+/// Returns from the calling test, which then passes, with a printed reason, when Citus is not
+/// installed:
+///
+/// ```ignore
+/// #[test]
+/// fn something_on_citus() {
+///     snowid_integration::skip_without_citus!();
+///     let citus = CitusCluster::start("5", &["0-4", "6-99"]);
+///     // ...
+/// }
+/// ```
+#[macro_export]
+macro_rules! skip_without_citus {
+    () => {
+        if let Some(why) = $crate::citus::missing_citus() {
+            $crate::citus::print_skip(module_path!(), &why);
+            return;
+        }
+    };
+}
+
+/// A coordinator and its workers, each its own server on loopback. Dropping it stops every
+/// server (each [`Cluster`] stops its own) and removes their directories.
+pub struct CitusCluster {
+    pub coordinator: Cluster,
+    pub workers: Vec<Cluster>,
+}
+
+impl CitusCluster {
+    /// Starts a coordinator that owns the snowid shards `coordinator_shards` (a `snowid.shards`
+    /// value such as `"5"` or `"0-99"`) and one worker per entry of `worker_shards`, creates
+    /// `citus` and `snowid` on each, and joins them: the coordinator is registered with
+    /// `citus_set_coordinator_host` (it holds no shards of distributed tables), each worker with
+    /// `citus_add_node`.
+    pub fn start(coordinator_shards: &str, worker_shards: &[&str]) -> CitusCluster {
+        CitusCluster::start_with(coordinator_shards, worker_shards, &[])
+    }
+
+    /// Like [`CitusCluster::start`], with more settings for every node's postgresql.conf.
+    pub fn start_with(
+        coordinator_shards: &str,
+        worker_shards: &[&str],
+        settings: &[(&str, &str)],
+    ) -> CitusCluster {
+        let all_shards: Vec<&str> = std::iter::once(coordinator_shards)
+            .chain(worker_shards.iter().copied())
+            .collect();
+        // initdb and the first start take about a second each; do them in parallel. Every node
+        // is joined before anything panics on, so the ones that did start are dropped (stopped).
+        let results: Vec<std::thread::Result<Cluster>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = all_shards
+                .iter()
+                .map(|shards| scope.spawn(move || citus_node(shards, settings)))
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect()
+        });
+        let mut nodes = Vec::with_capacity(results.len());
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok(node) => nodes.push(node),
+                Err(panic) => failure = failure.or(Some(panic)),
+            }
+        }
+        if let Some(panic) = failure {
+            drop(nodes);
+            std::panic::resume_unwind(panic);
+        }
+        let coordinator = nodes.remove(0);
+        let citus = CitusCluster {
+            coordinator,
+            workers: nodes,
+        };
+
+        let mut db = citus.coordinator.client();
+        db.execute(
+            "SELECT citus_set_coordinator_host('127.0.0.1', $1)",
+            &[&i32::from(citus.coordinator.port)],
+        )
+        .expect("citus_set_coordinator_host");
+        for worker in &citus.workers {
+            db.execute(
+                "SELECT citus_add_node('127.0.0.1', $1)",
+                &[&i32::from(worker.port)],
+            )
+            .unwrap_or_else(|e| panic!("citus_add_node for port {}: {e}", worker.port));
+        }
+        citus
+    }
+
+    /// A new connection to the coordinator.
+    pub fn client(&self) -> Client {
+        self.coordinator.client()
+    }
+
+    /// The coordinator, then the workers.
+    pub fn nodes(&self) -> impl Iterator<Item = &Cluster> {
+        std::iter::once(&self.coordinator).chain(self.workers.iter())
+    }
+
+    /// Where each shard of a distributed table is placed: (shard ID, port of the node).
+    pub fn placements(&self, table: &str) -> Vec<(i64, u16)> {
+        self.client()
+            .query(
+                "SELECT shardid, nodeport FROM citus_shards
+                 WHERE table_name = $1::text::regclass ORDER BY shardid",
+                &[&table],
+            )
+            .expect("read citus_shards")
+            .iter()
+            .map(|row| {
+                let port: i32 = row.get(1);
+                (row.get(0), u16::try_from(port).expect("a port"))
+            })
+            .collect()
+    }
+
+    /// Moves a shard placement (with its colocated shards) between nodes with
+    /// `citus_move_shard_placement`. `mode` is the transfer mode: `auto`, `force_logical` or
+    /// `block_writes`.
+    pub fn move_shard(
+        &self,
+        shard: i64,
+        from_port: u16,
+        to_port: u16,
+        mode: &str,
+    ) -> Result<(), crate::postgres::Error> {
+        self.client()
+            .execute(
+                "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,
+                                                   shard_transfer_mode => $4::text::citus.shard_transfer_mode)",
+                &[&shard, &i32::from(from_port), &i32::from(to_port), &mode],
+            )
+            .map(|_| ())
+    }
+}
+
+/// One node: a fresh cluster with Citus and snowid preloaded and created.
+fn citus_node(shards: &str, settings: &[(&str, &str)]) -> Cluster {
+    let mut node = Cluster::init();
+    check_loopback_trust(&node);
+    for (name, value) in CITUS_SETTINGS {
+        node.set(name, value);
+    }
+    node.set("snowid.shards", &format!("'{shards}'"));
+    for (name, value) in settings {
+        node.set(name, value);
+    }
+    node.start()
+        .unwrap_or_else(|log| panic!("a Citus node did not start:\n{log}"));
+    node.client()
+        .batch_execute("CREATE EXTENSION citus; CREATE EXTENSION snowid;")
+        .expect("create the citus and snowid extensions");
+    node
+}
+
+/// Citus's connections between nodes go over TCP to 127.0.0.1 and must not ask for a password.
+fn check_loopback_trust(node: &Cluster) {
+    let path = node.pgdata().join("pg_hba.conf");
+    let hba = fs::read_to_string(&path).expect("read pg_hba.conf");
+    let first_loopback_rule = hba
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|fields| fields.first() == Some(&"host") && fields.get(3) == Some(&"127.0.0.1/32"));
+    assert_eq!(
+        first_loopback_rule,
+        Some(vec!["host", "all", "all", "127.0.0.1/32", "trust"]),
+        "{} must trust every connection from 127.0.0.1, for Citus's connections between nodes",
+        path.display()
+    );
+}
+
+fn pg_config(option: &str) -> Option<PathBuf> {
+    let pg_config = std::env::var("SNOWID_PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+    let out = Command::new(&pg_config).arg(option).output().ok()?;
+    out.status
+        .success()
+        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
