@@ -5,12 +5,19 @@
 //! differ between servers and restarts, so those are STABLE: usable in index conditions, never
 //! in an index expression.
 
-use crate::layout::{self, MAX_MS};
-use crate::{epoch, errors, gucs};
+use crate::{errors, gucs};
 use pgrx::prelude::*;
+use snowid_core::layout::{self, MAX_MS};
+use snowid_core::{epoch, shard_hash};
 
+#[track_caller]
 fn parts(id: i64) -> layout::Parts {
     layout::decompose(id).unwrap_or_else(|| errors::negative_id(id))
+}
+
+/// Unix milliseconds as a `timestamptz`, or `None` beyond PostgreSQL's range.
+pub fn timestamptz(unix_ms: i64) -> Option<TimestampWithTimeZone> {
+    TimestampWithTimeZone::try_from(epoch::unix_ms_to_timestamptz(unix_ms)).ok()
 }
 
 /// When an ID was issued, to the millisecond, under the server's `snowid.epoch`.
@@ -31,8 +38,8 @@ fn snowid_timestamp_under_epoch(id: i64, epoch: TimestampWithTimeZone) -> Timest
 
 fn timestamp_under(id: i64, epoch_ms: i64) -> TimestampWithTimeZone {
     let unix_ms = epoch_ms + parts(id).ms as i64;
-    TimestampWithTimeZone::try_from(epoch::unix_ms_to_timestamptz(unix_ms))
-        .unwrap_or_else(|_| errors::timestamp_out_of_range(&epoch::format(unix_ms), epoch_ms))
+    timestamptz(unix_ms)
+        .unwrap_or_else(|| errors::timestamp_out_of_range(&epoch::format(unix_ms), epoch_ms))
 }
 
 /// The logical shard an ID was issued for.
@@ -57,6 +64,13 @@ fn snowid_from_timestamp(
     shard: default!(i32, 0),
     seq: default!(i32, 0),
 ) -> i64 {
+    id_at(ts, shard, seq)
+}
+
+/// The ID of a timestamp's millisecond, shard and sequence number, or the error saying why there
+/// is none.
+#[track_caller]
+pub fn id_at(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
     let epoch_ms = gucs::epoch_unix_ms();
     if !ts.is_finite() {
         errors::timestamp_out_of_range(
@@ -93,39 +107,24 @@ COMMENT ON FUNCTION snowid_parse(bigint) IS
     requires = [snowid_timestamp, snowid_shard, snowid_seq]
 );
 
-extension_sql!(
-    r#"
-CREATE FUNCTION snowid_partition_ddl(
-    parent regclass,
-    from_ts timestamptz,
-    to_ts timestamptz,
-    step interval DEFAULT '1 day'
-) RETURNS SETOF text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-AS $$
-    SELECT format(
-        'CREATE TABLE %I.%I PARTITION OF %s FOR VALUES FROM (%s) TO (%s)',
-        n.nspname,
-        c.relname || '_' || to_char(lo, CASE
-            WHEN step >= interval '28 days' THEN 'YYYYMM'
-            WHEN step >= interval '1 day' THEN 'YYYYMMDD'
-            ELSE 'YYYYMMDD"_"HH24MI' END),
-        parent,
-        @extschema@.snowid_from_timestamp(lo),
-        @extschema@.snowid_from_timestamp(lo + step))
-    FROM pg_catalog.pg_class c
-    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-    CROSS JOIN LATERAL pg_catalog.generate_series(from_ts, to_ts, step) AS lo
-    WHERE c.oid = parent AND lo < to_ts
-    ORDER BY lo
-$$;
+/// The shard of a `bigint` key, such as a user ID: a documented hash that never changes (see
+/// `snowid_core::shard_hash`). The same as the shard of the key's decimal text.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowid_shard_for")]
+fn snowid_shard_for_bigint(key: i64) -> i32 {
+    shard_hash::shard_for_i64(key)
+}
 
-COMMENT ON FUNCTION snowid_partition_ddl(regclass, timestamptz, timestamptz, interval) IS
-    'CREATE TABLE statements for range partitions of a table partitioned by its snowid column, one per step from from_ts until to_ts; run them with \gexec.';
-"#,
-    name = "snowid_partition_ddl",
-    requires = [snowid_from_timestamp]
-);
+/// The shard of a `text` key, such as a tenant name or an e-mail address.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowid_shard_for")]
+fn snowid_shard_for_text(key: &str) -> i32 {
+    shard_hash::shard_for_bytes(key.as_bytes())
+}
+
+/// The shard of a `uuid` key: the same as that of its lowercase hyphenated text.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowid_shard_for")]
+fn snowid_shard_for_uuid(key: pgrx::Uuid) -> i32 {
+    shard_hash::shard_for_uuid(key.as_bytes())
+}
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]

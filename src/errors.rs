@@ -1,24 +1,34 @@
 //! Every error a user can meet, each with a real SQLSTATE, a lowercase message, and a detail
-//! and hint where they help.
+//! and hint where they help. Each function is `#[track_caller]`, so a report's LOCATION names
+//! the line that raised it, not this file.
 //!
 //! | SQLSTATE | when |
 //! |---|---|
-//! | 22003 | a shard or sequence number outside its field, or a negative ID to decode |
-//! | 22008 | a timestamp outside the range the epoch can encode |
-//! | 22023 | a malformed `snowid.epoch` (also stops the server at start-up) |
-//! | 54000 | the time field is exhausted: the next ID would need the sign bit |
-//! | 55000 | a shard not in `snowid.shards` |
-//! | 55000 | `snowid_next` without `shared_preload_libraries`, after the epoch moved later, with an unreadable state file, or with a clock before the epoch |
+//! | 22003 | a shard or sequence number outside its field, or a negative ID |
+//! | 22004 | `snowid_fill_id` found no key to derive a shard from |
+//! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
+//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume) |
+//! | 25006 | generating on a hot standby or in a read-only transaction |
+//! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
+//! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
+//! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
+//! | 54000 | the time field is exhausted; too many partitions asked for |
+//! | 55000 | generating without preloading, for a shard not owned or released, after the epoch moved later, or with an untrustworthy state file |
 //! | 58030 | the high-water mark could not be written |
 
-use crate::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
-use crate::{epoch, lease};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowid_core::epoch;
+use snowid_core::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
+use snowid_core::lease::{self, format_lsn};
 
-fn raise(code: PgSqlErrorCode, message: String, detail: String, hint: Option<&str>) -> ! {
-    let mut report = ErrorReport::new(code, message, "snowid").set_detail(detail);
+#[track_caller]
+fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
+    let mut report = ErrorReport::new(code, message, "snowid");
+    if let Some(detail) = detail {
+        report = report.set_detail(detail);
+    }
     if let Some(hint) = hint {
         report = report.set_hint(hint);
     }
@@ -31,59 +41,149 @@ pub fn exhaustion_date(epoch_unix_ms: i64) -> String {
     epoch::format(epoch_unix_ms + MAX_MS as i64 + 1)
 }
 
-pub fn shard_out_of_range(shard: i32) -> ! {
+#[track_caller]
+pub fn shard_out_of_range(shard: impl std::fmt::Display) -> ! {
     raise(
         ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         format!("snowid shard {shard} is out of range"),
-        format!("Shards run from 0 to {MAX_SHARD}: the layout gives the shard 13 bits."),
+        Some(format!(
+            "Shards run from 0 to {MAX_SHARD}: the layout gives the shard 13 bits."
+        )),
         None,
     )
 }
 
-pub fn shard_not_owned(shard: i32) -> ! {
+#[track_caller]
+pub fn shard_not_integral(shard: f64) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("snowid shard {shard} is not an integer"),
+        None,
+        Some("Pass a whole number from 0 to 8191.".into()),
+    )
+}
+
+#[track_caller]
+pub fn shard_not_owned(shard: i32, shards_text: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("snowid shard {shard} is not owned by this server"),
-        format!("snowid.shards is '{}'.", crate::gucs::shards_text()),
-        Some(&format!(
-            "Generate IDs for shard {shard} on the server that owns it, or add it to snowid.shards \
-             in postgresql.conf and reload, once no other server generates for it."
+        Some(format!("snowid.shards is '{shards_text}'.")),
+        Some(format!(
+            "Generate IDs for shard {shard} on the server that owns it, or hand it over to this \
+             one: snowid_release({shard}) where it is generated now, then \
+             snowid_resume_above(<the ID that returns>) here, and add it to snowid.shards."
         )),
     )
 }
 
-pub fn seq_out_of_range(seq: i32) -> ! {
-    raise(
-        ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        format!("snowid sequence number {seq} is out of range"),
-        format!("Sequence numbers run from 0 to {MAX_SEQ}: the layout gives them 10 bits."),
-        None,
-    )
-}
-
-pub fn negative_id(id: i64) -> ! {
-    raise(
-        ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        format!("snowid {id} is negative"),
-        "snowid never issues negative IDs, so this value was not made by snowid.".into(),
-        None,
-    )
-}
-
-pub fn not_preloaded() -> ! {
+#[track_caller]
+pub fn no_shard_owned(shards_text: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowid must be loaded via shared_preload_libraries".into(),
-        "Generating IDs needs snowid's per-shard state in shared memory, which only exists \
-         when the server loads snowid at start-up. Decoding works without it."
-            .into(),
+        "this server owns no snowid shard it may generate for".into(),
+        Some(format!(
+            "snowid_next() picks one of this server's own shards; snowid.shards is '{shards_text}', \
+             and any shard released with snowid_release() is excluded."
+        )),
+        Some("Give the server shards of its own in snowid.shards (such as '0-99') and reload.".into()),
+    )
+}
+
+#[track_caller]
+pub fn shard_released(shard: i32) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowid shard {shard} was released on this server"),
+        Some(format!(
+            "snowid_release({shard}) handed it over; this server issues no ID for it until it is \
+             taken back or the server restarts."
+        )),
+        Some(format!(
+            "Generate IDs for shard {shard} where it was handed to. To take it back, release it \
+             there and call snowid_resume_above(<the ID that returns>) here."
+        )),
+    )
+}
+
+#[track_caller]
+pub fn release_while_owned(shard: i32, shards_text: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowid shard {shard} is still in snowid.shards"),
+        Some(format!(
+            "snowid.shards is '{shards_text}'. A shard released while still configured would be \
+             generated again after a restart."
+        )),
         Some(
-            "Add shared_preload_libraries = 'snowid' to postgresql.conf (keeping any libraries \
-             already listed) and restart the server.",
+            "Remove it from snowid.shards and reload (ALTER SYSTEM SET snowid.shards = ...; \
+             SELECT pg_reload_conf();), then release it in a new statement."
+                .into(),
         ),
     )
 }
 
+#[track_caller]
+pub fn seq_out_of_range(seq: i32) -> ! {
+    raise(
+        ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("snowid sequence number {seq} is out of range"),
+        Some(format!(
+            "Sequence numbers run from 0 to {MAX_SEQ}: the layout gives them 10 bits."
+        )),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn negative_id(id: i64) -> ! {
+    raise(
+        ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("snowid {id} is negative"),
+        Some("snowid never issues negative IDs, so this value was not made by snowid.".into()),
+        None,
+    )
+}
+
+/// `what` is the function that needs shared memory, such as `snowid_next()`.
+#[track_caller]
+pub fn not_preloaded(what: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid must be loaded via shared_preload_libraries".into(),
+        Some(format!(
+            "{what} needs snowid's state in shared memory, which only exists when the server \
+             loads snowid at start-up. Decoding works without it."
+        )),
+        Some(
+            "Add shared_preload_libraries = 'snowid' to postgresql.conf (keeping any libraries \
+             already listed) and restart the server."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn during_recovery(what: &str) -> ! {
+    raise(
+        ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        format!("cannot execute {what} during recovery"),
+        Some("A hot standby replays the primary's IDs; generating here could repeat them.".into()),
+        Some("Generate IDs on the primary. Decoding works on a standby.".into()),
+    )
+}
+
+#[track_caller]
+pub fn read_only_transaction(what: &str) -> ! {
+    raise(
+        ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        format!("cannot execute {what} in a read-only transaction"),
+        None,
+        Some("Generate IDs in a read-write transaction, as for nextval().".into()),
+    )
+}
+
+#[track_caller]
 pub fn exhausted(epoch_unix_ms: i64) -> ! {
     raise(
         ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -91,34 +191,33 @@ pub fn exhausted(epoch_unix_ms: i64) -> ! {
             "snowid time field is exhausted since {}",
             exhaustion_date(epoch_unix_ms)
         ),
-        format!(
+        Some(format!(
             "IDs count milliseconds since snowid.epoch ({}) in 40 bits; one more bit would make \
              them negative.",
             epoch::format(epoch_unix_ms)
-        ),
-        Some("New IDs need a new key space, such as a new table with a later snowid.epoch."),
+        )),
+        Some("New IDs need a new key space, such as a new table with a later snowid.epoch.".into()),
     )
 }
 
+#[track_caller]
 pub fn epoch_moved_later(epoch_unix_ms: i64, recorded_epoch_unix_ms: i64) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowid.epoch is later than the epoch of IDs already issued".into(),
-        format!(
+        Some(format!(
             "IDs on this cluster were issued under the epoch {}; under {} new IDs would sort below them.",
             epoch::format(recorded_epoch_unix_ms),
             epoch::format(epoch_unix_ms)
-        ),
-        Some(&format!(
-            "Set snowid.epoch back to '{}' (or earlier) and restart. To start a new ID space on \
-             purpose, accepting that new IDs may repeat or sort below old ones, stop the server, \
-             remove {} from the data directory, and start it again.",
+        )),
+        Some(format!(
+            "Set snowid.epoch back to '{}' (or earlier) and restart.",
             epoch::format(recorded_epoch_unix_ms),
-            lease::FILE_NAME
         )),
     )
 }
 
+#[track_caller]
 pub fn state_unreadable() -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -126,16 +225,41 @@ pub fn state_unreadable() -> ! {
             "snowid cannot trust its high-water mark file \"{}\"",
             lease::FILE_NAME
         ),
-        "The server log from start-up says why. Without it, a clock set back could reissue IDs."
-            .into(),
-        Some(&format!(
-            "Restore {} from a backup of this data directory and restart, or remove it to start \
-             from the clock alone.",
-            lease::FILE_NAME
-        )),
+        Some(
+            "The server log from start-up says why. Without it, a clock set back could reissue \
+             IDs."
+                .into(),
+        ),
+        Some(
+            "As a superuser, resume above the highest ID this cluster issued: SELECT \
+             snowid_resume_above(max(id)) FROM <each table keyed by snowid>."
+                .into(),
+        ),
     )
 }
 
+#[track_caller]
+pub fn state_stale() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid's high-water mark file \"{}\" is older than the data directory",
+            lease::FILE_NAME
+        ),
+        Some(
+            "It does not carry the seal of the server's last clean shutdown, so it is an older \
+             copy, and IDs issued after it was written could be issued again."
+                .into(),
+        ),
+        Some(
+            "As a superuser, resume above the highest ID this cluster issued: SELECT \
+             snowid_resume_above(max(id)) FROM <each table keyed by snowid>."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
 pub fn lease_write_failed(error: &std::io::Error) -> ! {
     raise(
         ERRCODE_IO_ERROR,
@@ -143,59 +267,181 @@ pub fn lease_write_failed(error: &std::io::Error) -> ! {
             "could not write snowid high-water mark file \"{}\": {error}",
             lease::FILE_NAME
         ),
-        "No ID was issued: an ID past the last durable high-water mark could repeat after a crash."
-            .into(),
-        Some("Check the data directory's disk space and permissions."),
+        Some(
+            "No ID was issued: an ID past the last durable high-water mark could repeat after a \
+             crash."
+                .into(),
+        ),
+        Some("Check the data directory's disk space and permissions.".into()),
     )
 }
 
+#[track_caller]
 pub fn clock_before_epoch(epoch_unix_ms: i64, now_unix_ms: i64) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "the system clock is before snowid.epoch".into(),
-        format!(
+        Some(format!(
             "The clock reads {}, the epoch is {}.",
             epoch::format(now_unix_ms),
             epoch::format(epoch_unix_ms)
-        ),
-        Some("Correct the system clock."),
+        )),
+        Some("Correct the system clock.".into()),
     )
 }
 
+#[track_caller]
+pub fn resume_too_far_ahead(floor_unix_ms: i64, now_unix_ms: i64) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        "snowid_resume_above would move the time base more than a day ahead".into(),
+        Some(format!(
+            "The ID is dated {}; this server's time is {}.",
+            epoch::format(floor_unix_ms - 1),
+            epoch::format(now_unix_ms)
+        )),
+        Some(
+            "Check that the ID was issued under this server's snowid.epoch, and the clocks of \
+             both servers."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
 pub fn timestamp_out_of_range(what: &str, epoch_unix_ms: i64) -> ! {
     raise(
         ERRCODE_DATETIME_FIELD_OVERFLOW,
         format!("timestamp {what} cannot be encoded in a snowid"),
-        format!(
+        Some(format!(
             "snowid IDs cover {} to {} under the current snowid.epoch.",
             epoch::format(epoch_unix_ms),
             epoch::format(epoch_unix_ms + MAX_MS as i64)
+        )),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn epoch_argument_not_finite() -> ! {
+    raise(
+        ERRCODE_DATETIME_FIELD_OVERFLOW,
+        "the epoch given to snowid_timestamp must be a finite timestamp".into(),
+        Some(
+            "IDs count milliseconds from the epoch, so it cannot be infinity or -infinity.".into(),
         ),
         None,
     )
 }
 
-pub fn epoch_argument_not_finite() -> ! {
-    raise(
-        ERRCODE_DATETIME_FIELD_OVERFLOW,
-        "the epoch given to snowid_timestamp must be a finite timestamp".into(),
-        "IDs count milliseconds from the epoch, so it cannot be infinity or -infinity.".into(),
-        None,
-    )
-}
-
+#[track_caller]
 pub fn invalid_epoch(text: &str, detail: &str) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,
         format!("invalid value for parameter \"snowid.epoch\": \"{text}\""),
-        detail_line(detail),
-        Some("Use an ISO 8601 timestamp with a UTC offset, such as '2011-08-24 21:07:01.721+00'."),
+        Some(detail_line(detail)),
+        Some(
+            "Use an ISO 8601 timestamp with a UTC offset, such as '2011-08-24 21:07:01.721+00'."
+                .into(),
+        ),
     )
 }
 
+/// An argument error of `snowid_partition_ddl` and friends, with SQLSTATE 22023 or 22008.
+#[track_caller]
+pub fn bad_argument(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
+    raise(code, message, None, hint.map(Into::into))
+}
+
+#[track_caller]
+pub fn too_many_partitions(max_partitions: i32) -> ! {
+    raise(
+        ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("snowid_partition_ddl would emit more than {max_partitions} partitions"),
+        None,
+        Some("Pass a larger max_partitions, a longer step, or a shorter period.".into()),
+    )
+}
+
+#[track_caller]
+pub fn not_partitioned_by_bigint(parent: &str) -> ! {
+    raise(
+        ERRCODE_WRONG_OBJECT_TYPE,
+        format!("\"{parent}\" is not partitioned by range of one bigint column"),
+        Some("snowid_partition_ddl makes range partitions of a table keyed by snowid.".into()),
+        Some(
+            "Create it with PARTITION BY RANGE (id), where id is the bigint snowid column.".into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn partition_name_taken(name: &str, parent: &str) -> ! {
+    raise(
+        ERRCODE_DUPLICATE_TABLE,
+        format!("relation \"{name}\" already exists and is not the partition snowid_partition_ddl would create"),
+        Some(format!(
+            "It is not a partition of \"{parent}\" with the bounds of that period."
+        )),
+        Some("Rename or drop it, or partition a table with another name.".into()),
+    )
+}
+
+#[track_caller]
+pub fn trigger_misuse(detail: &str) -> ! {
+    raise(
+        ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+        "snowid_fill_id must be called as a row-level BEFORE INSERT trigger".into(),
+        Some(detail_line(detail)),
+        Some(
+            "CREATE TRIGGER t BEFORE INSERT ON tbl FOR EACH ROW EXECUTE FUNCTION \
+             snowid_fill_id('id', 'user_id');"
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn trigger_column_missing(column: &str, table: &str) -> ! {
+    raise(
+        ERRCODE_UNDEFINED_COLUMN,
+        format!("column \"{column}\" of relation \"{table}\" does not exist"),
+        Some("snowid_fill_id names its ID column and its key column in its arguments.".into()),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn trigger_column_type(column: &str, type_name: &str, wanted: &str) -> ! {
+    raise(
+        ERRCODE_DATATYPE_MISMATCH,
+        format!("column \"{column}\" is of type {type_name}, not {wanted}"),
+        None,
+        None,
+    )
+}
+
+#[track_caller]
+pub fn trigger_null_key(column: &str) -> ! {
+    raise(
+        ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        format!("cannot derive a snowid shard from a null \"{column}\""),
+        Some("snowid_fill_id takes the shard from snowid_shard_for(<key>).".into()),
+        Some(format!(
+            "Give \"{column}\" a value, or supply the ID yourself."
+        )),
+    )
+}
+
+/// The end of a WAL position written for humans: `1/A2B3C8`.
+pub fn lsn(lsn: u64) -> String {
+    format_lsn(lsn)
+}
+
 /// A bad setting at start-up stops the postmaster, with the reason in the log: running on with
-/// the default instead would silently re-date IDs (`snowid.epoch`) or claim every shard
-/// (`snowid.shards`).
+/// a default instead would silently re-date IDs (`snowid.epoch`), claim every shard
+/// (`snowid.shards`), or change the permitted lead.
+#[track_caller]
 pub fn invalid_setting_at_startup(name: &str, text: &str, detail: &str, hint: &str) -> ! {
     ErrorReport::new(
         ERRCODE_INVALID_PARAMETER_VALUE,
@@ -205,6 +451,27 @@ pub fn invalid_setting_at_startup(name: &str, text: &str, detail: &str, hint: &s
     .set_detail(detail_line(detail))
     .set_hint(hint)
     .report(PgLogLevel::FATAL);
+    unreachable!("a FATAL report does not return")
+}
+
+/// An unknown `snowid.*` setting at start-up stops the postmaster too: it is almost always a
+/// misspelt real one, whose intended value would otherwise be silently ignored.
+#[track_caller]
+pub fn unknown_setting_at_startup(name: &str, suggestion: Option<&str>) -> ! {
+    let mut report = ErrorReport::new(
+        ERRCODE_UNDEFINED_OBJECT,
+        format!("unrecognized configuration parameter \"{name}\""),
+        "snowid",
+    )
+    .set_detail(
+        "\"snowid\" is a reserved prefix: a misspelt snowid setting would otherwise be ignored.",
+    );
+    report = match suggestion {
+        Some(real) => report.set_hint(format!("Perhaps you meant \"{real}\".")),
+        None => report
+            .set_hint("The snowid settings are snowid.epoch, snowid.max_lead and snowid.shards."),
+    };
+    report.report(PgLogLevel::FATAL);
     unreachable!("a FATAL report does not return")
 }
 

@@ -1,24 +1,21 @@
-//! `snowid_next(shard)`: the hot path, and the cold paths it may take.
+//! Generating IDs from SQL: `snowid_next` in its forms, and the two operations that move a shard
+//! between servers, `snowid_release` and `snowid_resume_above`.
 //!
-//! The hot path is one monotonic clock read, a few loads from read-mostly cache lines, one CAS
-//! on the shard's stamp, and the arithmetic. No lock, no allocation, no logging, no I/O. It
-//! leaves for a cold path only when:
-//! - a comparison of the time base with the wall clock is due (every 10 ms, one caller);
-//! - the stamp would pass the persisted lease (about once a second under load): one caller
-//!   writes a longer lease under [`shmem::LEASE_LOCK`];
-//! - the shard has run `snowid.max_lead` ahead of the time base: the caller waits on its latch.
+//! The hot path, `snowid_next(shard int)`, is a version-1 C function written out by hand: pgrx's
+//! generic argument handling cost about 8 ns a call (a store-forwarding stall, seen with perf),
+//! an eighth of snowid's whole cost over the executor floor, and reading one argument needs none
+//! of it. Before the protocol (see `snowid_core::generator`) it checks the shard's range, that
+//! the library is preloaded, that the server may write (two loads of backend-local flags once
+//! recovery has ended), and that the server owns the shard (one bit test).
 
-use crate::layout::{id_from_stamp, Shard};
-use crate::lease::{self, Record};
-use crate::shard_state::{issue, Refusal};
-use crate::shmem::{self, SharedState, Warning};
-use crate::{clock, epoch, errors, gucs};
+use crate::host::PgHost;
+use crate::shmem;
+use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::path::Path;
-
-/// At most one warning of each kind per this many milliseconds.
-const WARNING_EVERY_MS: i64 = 60_000;
+use snowid_core::generator::{Generator, NotGenerating, Refused, Shared};
+use snowid_core::layout::{self, Shard};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 extension_sql!(
     r#"
@@ -26,162 +23,294 @@ CREATE FUNCTION snowid_next(shard int) RETURNS bigint
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_v1';
 
+CREATE FUNCTION snowid_next(shard bigint) RETURNS bigint
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_int8';
+
+CREATE FUNCTION snowid_next(shard double precision) RETURNS bigint
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_float8';
+
+CREATE FUNCTION snowid_next() RETURNS bigint
+VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_own';
+
 COMMENT ON FUNCTION snowid_next(int) IS
-    'The next ID for a shard: greater than every ID issued for that shard before it.';
+    'The next ID for a shard (0 to 8191): greater than every ID issued for that shard before it.';
+COMMENT ON FUNCTION snowid_next(bigint) IS
+    'snowid_next for a bigint shard number, such as user_id % 8192 or a JDBC setLong parameter.';
+COMMENT ON FUNCTION snowid_next(double precision) IS
+    'snowid_next for any other numeric shard argument, including untyped parameters: it must hold a whole number from 0 to 8191.';
+COMMENT ON FUNCTION snowid_next() IS
+    'The next ID on one of this server''s own shards (snowid.shards), the same for every session of a backend: one DEFAULT for every node of a cluster.';
 "#,
     name = "snowid_next"
 );
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_snowid_next_v1() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
+/// Declares a version-1 C function to PostgreSQL's function manager.
+macro_rules! v1_function_info {
+    ($($finfo:ident),*) => {$(
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
+            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+    )*};
 }
 
-/// `snowid_next(shard int)` as a version-1 C function written out by hand. pgrx's generic
-/// argument handling cost about 8 ns a call here (a store-forwarding stall, seen with perf),
-/// an eighth of snowid's whole cost over the executor floor; reading one int needs none of it.
+v1_function_info!(
+    pg_finfo_snowid_next_v1,
+    pg_finfo_snowid_next_int8,
+    pg_finfo_snowid_next_float8,
+    pg_finfo_snowid_next_own
+);
+
+/// The first argument of a call, as its raw Datum.
 ///
 /// # Safety
 ///
-/// Called by PostgreSQL's function manager with one non-null `int4` argument (the function is
-/// STRICT).
+/// `fcinfo` is a call with at least one non-null argument (the functions are STRICT).
+#[inline]
+unsafe fn first_argument(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*fcinfo).args.as_slice(1)[0].value }
+}
+
+/// `snowid_next(shard int)`.
+///
+/// # Safety
+///
+/// Called by PostgreSQL's function manager with one non-null `int4` argument.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn snowid_next_v1(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: see above; an int4 Datum holds the value in its low 32 bits.
-    let shard = unsafe { (*fcinfo).args.as_slice(1)[0].value.value() } as i32;
+    let shard = unsafe { first_argument(fcinfo) }.value() as i32;
+    pg_sys::Datum::from(next_id(i64::from(shard)))
+}
+
+/// `snowid_next(shard bigint)`.
+///
+/// # Safety
+///
+/// Called by PostgreSQL's function manager with one non-null `int8` argument (by value).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn snowid_next_int8(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: see above.
+    let shard = unsafe { first_argument(fcinfo) }.value() as i64;
     pg_sys::Datum::from(next_id(shard))
 }
 
+/// `snowid_next(shard double precision)`: PostgreSQL resolves untyped parameters and other
+/// numeric types to it, because `double precision` is the preferred numeric type; without it,
+/// `snowid_next($1)` with an untyped parameter would be ambiguous between `int` and `bigint`.
+///
+/// # Safety
+///
+/// Called by PostgreSQL's function manager with one non-null `float8` argument (by value).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn snowid_next_float8(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: see above; a float8 Datum holds the value's bits.
+    let shard = f64::from_bits(unsafe { first_argument(fcinfo) }.value() as u64);
+    if shard.fract() != 0.0 || !shard.is_finite() {
+        errors::shard_not_integral(shard);
+    }
+    if !(0.0..=f64::from(layout::MAX_SHARD)).contains(&shard) {
+        errors::shard_out_of_range(shard);
+    }
+    pg_sys::Datum::from(next_id(shard as i64))
+}
+
+/// `snowid_next()`: an ID on this backend's own shard.
+///
+/// # Safety
+///
+/// Called by PostgreSQL's function manager.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn snowid_next_own(
+    _fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    pg_sys::Datum::from(next_own_id())
+}
+
 /// The next ID for a shard: greater than every ID issued for that shard before it.
-pub fn next_id(shard: i32) -> i64 {
+#[inline]
+pub fn next_id(shard: i64) -> i64 {
+    let Some(shard) = i32::try_from(shard).ok().and_then(Shard::new) else {
+        errors::shard_out_of_range(shard)
+    };
+    let state = generating_state("snowid_next()");
+    if !gucs::owns(shard) {
+        errors::shard_not_owned(shard.get(), &gucs::shards_text());
+    }
+    match generator(state).next_id(shard) {
+        Ok(id) => id,
+        Err(refused) => raise(refused, shard),
+    }
+}
+
+/// The next ID on this backend's own shard; if that one was released, on the next owned one.
+fn next_own_id() -> i64 {
+    let state = generating_state("snowid_next()");
+    let backend = backend_number();
+    let Some(mut shard) = gucs::own_shard(backend) else {
+        errors::no_shard_owned(&gucs::shards_text())
+    };
+    let mut skipped = 0;
+    loop {
+        match generator(state).next_id(shard) {
+            Ok(id) => return id,
+            Err(Refused::Released) if skipped < gucs::owned_count() => {
+                skipped += 1;
+                let Some(next) = gucs::pick_own_shard(backend, skipped) else {
+                    break;
+                };
+                shard = next;
+            }
+            Err(Refused::Released) => break,
+            Err(refused) => raise(refused, shard),
+        }
+    }
+    errors::no_shard_owned(&gucs::shards_text())
+}
+
+#[inline]
+fn generator(state: &Shared) -> Generator<'_, PgHost> {
+    Generator::new(state, &PgHost, gucs::epoch_unix_ms(), gucs::max_lead_ms())
+}
+
+/// The shared state, if this server may generate now: preloaded, not in recovery, and in a
+/// read-write transaction. `what` names the caller in errors.
+#[inline]
+fn generating_state(what: &str) -> &'static Shared {
+    let Some(state) = shmem::state() else {
+        errors::not_preloaded(what)
+    };
+    // SAFETY: a plain read of a backend-local flag.
+    if unsafe { pg_sys::XactReadOnly } || !KNOWN_PRIMARY.load(Relaxed) {
+        check_writable(what);
+    }
+    state
+}
+
+/// Set in a backend once it has seen that recovery is over; recovery never starts again in a
+/// running server, so after that the check is a load of this flag and of `XactReadOnly`.
+static KNOWN_PRIMARY: AtomicBool = AtomicBool::new(false);
+
+#[cold]
+#[inline(never)]
+fn check_writable(what: &str) {
+    // SAFETY: plain calls and reads of backend state.
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            errors::during_recovery(what);
+        }
+        KNOWN_PRIMARY.store(true, Relaxed);
+        if pg_sys::XactReadOnly {
+            errors::read_only_transaction(what);
+        }
+    }
+}
+
+/// A number unique among the server's live backends, dense from 0: how `snowid_next()` spreads
+/// backends over the owned shards.
+fn backend_number() -> usize {
+    // SAFETY: a plain read of this backend's number, set before it runs SQL.
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
+    let number = unsafe { pg_sys::MyBackendId } - 1;
+    // SAFETY: as above.
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    let number = unsafe { pg_sys::MyProcNumber };
+    number.max(0) as usize
+}
+
+/// Raises the error for a refusal.
+#[cold]
+#[track_caller]
+fn raise(refused: Refused<std::io::Error>, shard: Shard) -> ! {
+    let epoch_ms = gucs::epoch_unix_ms();
+    match refused {
+        Refused::Exhausted => errors::exhausted(epoch_ms),
+        Refused::ClockBeforeEpoch { base_unix_ms } => {
+            errors::clock_before_epoch(epoch_ms, base_unix_ms)
+        }
+        Refused::Released => errors::shard_released(shard.get()),
+        Refused::NotGenerating(NotGenerating::EpochMovedLater {
+            recorded_epoch_unix_ms,
+        }) => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
+        Refused::NotGenerating(NotGenerating::StateUnreadable) => errors::state_unreadable(),
+        Refused::NotGenerating(NotGenerating::StateStale) => errors::state_stale(),
+        Refused::Persist(e) => errors::lease_write_failed(&e),
+        Refused::TooFarAhead {
+            floor_unix_ms,
+            now_unix_ms,
+        } => errors::resume_too_far_ahead(floor_unix_ms, now_unix_ms),
+        // A cancel raises its own error from the wait; this is never reached inside PostgreSQL.
+        Refused::Interrupted => {
+            pg_sys::check_for_interrupts!();
+        }
+    }
+    unreachable!("every refusal raises an error")
+}
+
+/// Resumes above an ID issued elsewhere: a `pg_upgrade`, a logical copy, a shard handed over.
+#[pg_extern(volatile, strict)]
+fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
+    let Some(parts) = layout::decompose(id) else {
+        errors::negative_id(id)
+    };
+    let state = generating_state("snowid_resume_above()");
+    let shard = Shard::new(parts.shard).unwrap_or_else(|| errors::shard_out_of_range(parts.shard));
+    let floor = generator(state)
+        .resume_above(parts)
+        .unwrap_or_else(|refused| raise(refused, shard));
+    crate::decode::timestamptz(floor).unwrap_or_else(|| errors::exhausted(gucs::epoch_unix_ms()))
+}
+
+/// Releases a shard on this server, for handing it to another: from the moment this returns, no
+/// statement here issues another ID for it. Returns the last ID issued for it.
+#[pg_extern(volatile, strict)]
+fn snowid_release(shard: i32) -> i64 {
     let Some(shard) = Shard::new(shard) else {
         errors::shard_out_of_range(shard)
     };
-    let Some(state) = shmem::state() else {
-        errors::not_preloaded()
-    };
-    if !gucs::owns(shard.index()) {
-        errors::shard_not_owned(shard.get());
+    let state = generating_state("snowid_release()");
+    if gucs::owns(shard) {
+        errors::release_while_owned(shard.get(), &gucs::shards_text());
     }
-    let epoch_ms = gucs::epoch_unix_ms();
-    let cell = state.shard(shard);
-    loop {
-        let mono_ms = clock::monotonic_ms();
-        let (base_unix_ms, compare_due) = state.time_base.read(mono_ms);
-        if compare_due {
-            compare_with_wall_clock(state, mono_ms);
-        }
-        let Ok(now_ms) = u64::try_from(base_unix_ms - epoch_ms) else {
-            errors::clock_before_epoch(epoch_ms, base_unix_ms)
-        };
-        match issue(
-            &cell.stamp,
-            now_ms,
-            gucs::max_lead_ms(),
-            state.lease.end_ms(),
-        ) {
-            Ok(stamp) => {
-                cell.count_issued();
-                return id_from_stamp(stamp, shard);
-            }
-            Err(Refusal::Ahead { wait_ms }) => {
-                cell.count_wait();
-                wait_for_clock(wait_ms)
-            }
-            Err(Refusal::BeyondLease { needed_ms }) => extend_lease(state, epoch_ms, needed_ms),
-            Err(Refusal::Exhausted) => errors::exhausted(epoch_ms),
-        }
-    }
+    generator(state).release(shard)
 }
 
-/// Lets the time base follow the wall clock, and warns (rate-limited) when the wall clock
-/// stepped back or is further behind the time base than `snowid.max_lead`.
-#[cold]
-#[inline(never)]
-fn compare_with_wall_clock(state: &SharedState, mono_ms: i64) {
-    let Some(found) = state.time_base.compare(mono_ms, clock::unix_ms_now()) else {
-        return;
-    };
-    if found.stepped_back_ms > 0
-        && state
-            .warnings
-            .allow(Warning::StepBack, mono_ms, WARNING_EVERY_MS)
-    {
-        warning!(
-            "snowid saw the system clock step back by {} ms; IDs continue from the time base, which is now {} ms ahead of the system clock",
-            found.stepped_back_ms,
-            found.wall_behind_ms
-        );
-    }
-    if found.wall_behind_ms > gucs::max_lead_ms() as i64
-        && state
-            .warnings
-            .allow(Warning::Ahead, mono_ms, WARNING_EVERY_MS)
-    {
-        warning!(
-            "snowid time base is {} ms ahead of the system clock, more than snowid.max_lead; IDs carry timestamps from the time base until the clock catches up",
-            found.wall_behind_ms
-        );
-    }
-}
-
-/// Makes the lease cover `needed_ms`: writes and fsyncs a longer one, unless another backend
-/// already did. Only this path takes the lease lock.
-#[cold]
-#[inline(never)]
-fn extend_lease(state: &SharedState, epoch_ms: i64, needed_ms: u64) {
-    if let Some(refusal) = state.lease.refusal() {
-        match refusal {
-            shmem::Refusal::EpochMovedLater {
-                recorded_epoch_unix_ms,
-            } => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
-            shmem::Refusal::StateUnreadable => errors::state_unreadable(),
-        }
-    }
-    let _writer = shmem::LEASE_LOCK.exclusive();
-    if state.lease.end_ms() > needed_ms {
-        return;
-    }
-    let (base_unix_ms, _) = state.time_base.read(clock::monotonic_ms());
-    let record = Record::extended(epoch_ms, base_unix_ms, needed_ms);
-    // SAFETY: a plain read of PostgreSQL's fsync setting.
-    let fsync = unsafe { pg_sys::enableFsync };
-    if let Err(e) = lease::write(Path::new("."), &record, fsync) {
-        errors::lease_write_failed(&e);
-    }
-    state.lease.publish(&record, epoch_ms);
-}
-
-/// Sleeps on the process latch until the time base may have caught up, honouring query cancel,
-/// `statement_timeout` and postmaster death.
-#[cold]
-#[inline(never)]
-fn wait_for_clock(wait_ms: u64) {
-    let flags = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
-    // SAFETY: MyLatch is set up for every backend and worker before it runs SQL functions.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            flags as i32,
-            wait_ms.clamp(1, 1000) as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    pg_sys::check_for_interrupts!();
-}
+extension_sql!(
+    r#"
+REVOKE ALL ON FUNCTION snowid_resume_above(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowid_release(int) FROM PUBLIC;
+COMMENT ON FUNCTION snowid_resume_above(bigint) IS
+    'Superuser: from now on every ID this server issues is dated after this ID''s millisecond, durably; for pg_upgrade, logical copies and shard hand-offs. Returns the new floor of the time base.';
+COMMENT ON FUNCTION snowid_release(int) IS
+    'Superuser: stops this server issuing IDs for a shard already removed from snowid.shards, including in running statements, and returns the last ID issued for it.';
+"#,
+    name = "operations_privileges",
+    requires = [snowid_resume_above, snowid_release]
+);
 
 /// Logs a warning at start-up when the time field runs out within a year.
 pub fn warn_if_exhaustion_is_near(epoch_ms: i64) {
+    use snowid_core::host::Clock;
     const YEAR_MS: i64 = 365 * 86_400_000;
-    let exhausted_at = epoch_ms + crate::layout::MAX_MS as i64 + 1;
-    if exhausted_at - clock::unix_ms_now() < YEAR_MS {
+    let exhausted_at = epoch_ms + layout::MAX_MS as i64 + 1;
+    if exhausted_at - snowid_core::clock::SystemClock.wall_ms() < YEAR_MS {
         warning!(
             "snowid IDs run out at {}: after that snowid_next fails rather than issue negative IDs",
-            epoch::format(exhausted_at)
+            snowid_core::epoch::format(exhausted_at)
         );
     }
 }
@@ -211,12 +340,28 @@ mod tests {
     }
 
     #[pg_test]
-    fn the_shard_lands_in_its_field() {
-        for shard in [0, 1, 5, 8191] {
-            let decoded =
-                Spi::get_one::<i32>(&format!("SELECT snowid_shard(snowid_next({shard}))"));
-            assert_eq!(decoded, Ok(Some(shard)));
+    fn the_shard_lands_in_its_field_whatever_its_type() {
+        for (arg, shard) in [
+            ("0", 0),
+            ("1::smallint", 1),
+            ("5::bigint", 5),
+            ("8191", 8191),
+            ("'77'", 77),
+            ("42.0::numeric", 42),
+            ("3::float8", 3),
+        ] {
+            let decoded = Spi::get_one::<i32>(&format!("SELECT snowid_shard(snowid_next({arg}))"));
+            assert_eq!(decoded, Ok(Some(shard)), "{arg}");
         }
+    }
+
+    #[pg_test]
+    fn snowid_next_without_a_shard_uses_this_backends_own() {
+        let same = Spi::get_one::<bool>(
+            "SELECT count(DISTINCT snowid_shard(id)) = 1 AND bool_and(id > 0)
+             FROM (SELECT snowid_next() AS id FROM generate_series(1, 1000)) s",
+        );
+        assert_eq!(same, Ok(Some(true)));
     }
 
     #[pg_test]
@@ -236,6 +381,16 @@ mod tests {
     #[pg_test(error = "snowid shard -1 is out of range")]
     fn shard_minus_one_is_refused() {
         Spi::get_one::<i64>("SELECT snowid_next(-1)").unwrap();
+    }
+
+    #[pg_test(error = "snowid shard 4294967301 is out of range")]
+    fn a_bigint_shard_past_int_is_refused_not_truncated() {
+        Spi::get_one::<i64>("SELECT snowid_next(4294967301::bigint)").unwrap();
+    }
+
+    #[pg_test(error = "snowid shard 2.5 is not an integer")]
+    fn a_fractional_shard_is_refused() {
+        Spi::get_one::<i64>("SELECT snowid_next(2.5)").unwrap();
     }
 }
 

@@ -1,68 +1,101 @@
 //! The `snowid.*` settings.
 //!
 //! - `snowid.epoch` (postmaster): the instant IDs count milliseconds from. Changing it on a live
-//!   server would re-date every ID, so it is fixed at start-up, and a malformed or future value
-//!   stops the server from starting.
-//! - `snowid.max_lead` (superuser): how far a shard's issued time may run ahead of the clock when
-//!   more than 1,024 IDs per millisecond are asked for, before callers wait.
+//!   server would re-date every ID, so it is fixed at start-up.
+//! - `snowid.max_lead` (reload): how far a shard's issued time may run ahead of the time base
+//!   when more than 1,024 IDs per millisecond are asked for, before callers wait. One value for
+//!   the whole server: a per-session value would let one session run a shard far ahead and make
+//!   every other session on that shard wait for it.
 //! - `snowid.shards` (reload): the shards this server may generate for. Each process keeps the
 //!   parsed set as a bitmap that its assign hook replaces on reload.
+//!
+//! Settings fail closed. At start-up a malformed or out-of-range value in `postgresql.conf`, or an
+//! unknown `snowid.*` name (a misspelt one), stops the server with the reason in the log, instead
+//! of running on a default. On reload PostgreSQL keeps the last good value of a setting whose new
+//! value its check refuses, and logs why. The `snowid` prefix is reserved.
 //!
 //! The settings are defined only when the library is preloaded: a postmaster-context setting
 //! cannot be defined later. Without preloading, decoding still honours a `snowid.epoch` written in
 //! `postgresql.conf` by reading the placeholder PostgreSQL keeps for it.
 
-use crate::shard_set::{LiveShardSet, ShardSet};
-use crate::{clock, epoch, errors};
+use crate::errors;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use snowid_core::clock::SystemClock;
+use snowid_core::epoch;
+use snowid_core::host::Clock;
+use snowid_core::layout::Shard;
+use snowid_core::shard_set::{LiveShardSet, ShardSet};
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::Relaxed};
 
 const EPOCH_NAME: &CStr = c"snowid.epoch";
+const MAX_LEAD_NAME: &CStr = c"snowid.max_lead";
 const SHARDS_NAME: &CStr = c"snowid.shards";
+/// Every setting snowid defines, for spotting misspelt ones.
+const NAMES: [&str; 3] = ["snowid.epoch", "snowid.max_lead", "snowid.shards"];
+
+const MAX_LEAD_DEFAULT_MS: i32 = 1000;
+const MAX_LEAD_LIMIT_MS: i32 = 60_000;
 
 static EPOCH: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c"2026-01-01 00:00:00+00"));
-static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
-static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"0-8191"));
+    GucSetting::<Option<CString>>::new(Some(epoch::DEFAULT_EPOCH));
+static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_LEAD_DEFAULT_MS);
+static SHARDS: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(ShardSet::ALL));
 
 /// This process's copy of `snowid.shards`.
 static OWNED: LiveShardSet = LiveShardSet::all();
+/// The shard `snowid_next()` uses in this process, or -1 until it is picked from [`OWNED`]
+/// (again after every change of the set).
+static OWN_PICK: AtomicI32 = AtomicI32::new(-1);
 
 /// The parsed epoch in Unix milliseconds, once the setting is defined in this server.
 static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(NOT_DEFINED);
 const NOT_DEFINED: i64 = i64::MIN;
 
 /// Defines the settings. Call only from `_PG_init` during `shared_preload_libraries`
-/// processing. Stops the server if `snowid.epoch` is malformed or in the future.
+/// processing. Stops the server if a `snowid.*` setting in the configuration is unknown,
+/// malformed or out of range.
 pub fn init() {
-    // Defining the setting would only warn about a bad configured value and keep the default,
-    // which would silently re-date every ID: check the configured text first and refuse to start.
+    refuse_unknown_settings();
+    // Defining a setting only warns about a bad configured value and keeps the default, which
+    // would silently re-date IDs, claim every shard or change the lead: check the configured
+    // text first and refuse to start.
     let epoch_ms = match configured_text(EPOCH_NAME) {
         None => epoch::DEFAULT_EPOCH_UNIX_MS,
-        Some(text) => epoch::validate(&text, clock::unix_ms_now()).unwrap_or_else(|detail| {
+        Some(text) => epoch::validate(&text, SystemClock.wall_ms()).unwrap_or_else(|e| {
             errors::invalid_setting_at_startup(
                 "snowid.epoch",
                 &text,
-                &detail,
+                &e.to_string(),
                 "Use an ISO 8601 timestamp in the past with a UTC offset, such as \
                  '2011-08-24 21:07:01.721+00'.",
             )
         }),
     };
     if let Some(text) = configured_text(SHARDS_NAME) {
-        if let Err(detail) = ShardSet::parse(&text) {
+        if let Err(e) = ShardSet::parse(&text) {
             errors::invalid_setting_at_startup(
                 "snowid.shards",
                 &text,
-                &detail,
+                &e.to_string(),
                 "List shard numbers and ranges from 0 to 8191, such as '0-1023,4096'.",
             );
         }
     }
-    EPOCH_UNIX_MS.store(epoch_ms, Ordering::Relaxed);
+    if let Some(text) = configured_text(MAX_LEAD_NAME) {
+        if let Err(reason) = parse_max_lead(&text) {
+            errors::invalid_setting_at_startup(
+                "snowid.max_lead",
+                &text,
+                &reason,
+                "Use a duration from 0 to 1min, such as '1s' or '250ms'.",
+            );
+        }
+    }
+    EPOCH_UNIX_MS.store(epoch_ms, Relaxed);
 
     // SAFETY: the check hook is guarded and only reads its argument.
     unsafe {
@@ -80,14 +113,15 @@ pub fn init() {
         );
     }
     GucRegistry::define_int_guc(
-        c"snowid.max_lead",
+        MAX_LEAD_NAME,
         c"How far an issued ID's time may run ahead of the clock before callers wait.",
         c"Past 1,024 IDs in one millisecond, a shard borrows the next millisecond. This bounds \
-          how far ahead borrowing may go; at the bound, callers wait for the clock.",
+          how far ahead borrowing may go; at the bound, callers wait for the clock. One value \
+          for the whole server, set in postgresql.conf.",
         &MAX_LEAD_MS,
         0,
-        60_000,
-        GucContext::Suset,
+        MAX_LEAD_LIMIT_MS,
+        GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
     // SAFETY: the hooks are guarded; the check hook only reads its argument.
@@ -105,15 +139,100 @@ pub fn init() {
             None,
         );
     }
+    // SAFETY: a plain call during preload, with a static string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"snowid".as_ptr()) };
+}
+
+/// Stops the server when the configuration names a `snowid.*` setting that does not exist.
+/// PostgreSQL itself would only warn, and drop it.
+fn refuse_unknown_settings() {
+    for name in placeholder_names() {
+        if name.starts_with("snowid.") && !NAMES.contains(&name.as_str()) {
+            let suggestion = NAMES
+                .iter()
+                .min_by_key(|real| edit_distance(real, &name))
+                .filter(|real| edit_distance(real, &name) <= 3);
+            errors::unknown_setting_at_startup(&name, suggestion.copied());
+        }
+    }
+}
+
+/// The names of every setting PostgreSQL knows only as a placeholder so far: those of libraries
+/// not loaded yet, and misspelt ones.
+fn placeholder_names() -> Vec<String> {
+    // SAFETY: PostgreSQL's array of settings is valid during start-up, and each entry's name is
+    // a NUL-terminated string.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let (vars, count) = (
+            pg_sys::get_guc_variables(),
+            pg_sys::GetNumConfigOptions() as usize,
+        );
+        #[cfg(not(feature = "pg15"))]
+        let (vars, count) = {
+            let mut count = 0;
+            let vars = pg_sys::get_guc_variables(&mut count);
+            (vars, count as usize)
+        };
+        (0..count)
+            .map(|i| *vars.add(i))
+            .filter(|&var| {
+                !var.is_null() && (*var).flags & pg_sys::GUC_CUSTOM_PLACEHOLDER as i32 != 0
+            })
+            .map(|var| CStr::from_ptr((*var).name).to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// Levenshtein distance, for suggesting the setting a misspelt name meant.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// Checks a configured `snowid.max_lead` the way PostgreSQL would parse it.
+fn parse_max_lead(text: &str) -> Result<i32, String> {
+    let value = CString::new(text).map_err(|_| "the value contains a NUL byte".to_string())?;
+    let mut ms = 0;
+    let mut hint: *const c_char = std::ptr::null();
+    // SAFETY: parse_int reads the NUL-terminated value and writes the result and a hint pointer.
+    let ok = unsafe {
+        pg_sys::parse_int(
+            value.as_ptr(),
+            &mut ms,
+            pg_sys::GUC_UNIT_MS as i32,
+            &mut hint,
+        )
+    };
+    if !ok {
+        return Err("it is not a duration such as '1s' or '250ms'".into());
+    }
+    if !(0..=MAX_LEAD_LIMIT_MS).contains(&ms) {
+        return Err(format!(
+            "{ms} ms is outside the valid range from 0 to {MAX_LEAD_LIMIT_MS} ms"
+        ));
+    }
+    Ok(ms)
 }
 
 /// The epoch in Unix milliseconds.
 pub fn epoch_unix_ms() -> i64 {
-    match EPOCH_UNIX_MS.load(Ordering::Relaxed) {
+    match EPOCH_UNIX_MS.load(Relaxed) {
         NOT_DEFINED => match configured_text(EPOCH_NAME) {
             None => epoch::DEFAULT_EPOCH_UNIX_MS,
-            Some(text) => epoch::parse(&text).unwrap_or_else(|d| errors::invalid_epoch(&text, &d)),
+            Some(text) => {
+                epoch::parse(&text).unwrap_or_else(|e| errors::invalid_epoch(&text, &e.to_string()))
+            }
         },
         ms => ms,
     }
@@ -127,14 +246,40 @@ pub fn max_lead_ms() -> u64 {
 
 /// Whether this server may generate IDs for a shard (one load and a bit test).
 #[inline]
-pub fn owns(shard: usize) -> bool {
-    OWNED.contains(shard)
+pub fn owns(shard: Shard) -> bool {
+    OWNED.contains(shard.index())
+}
+
+/// The shard `snowid_next()` uses in this process: the owned shard whose rank in the set is the
+/// backend's number modulo the set's size, so backends spread over the set. Cached until the set
+/// changes. `None` when the server owns no shard.
+#[inline]
+pub fn own_shard(backend_number: usize) -> Option<Shard> {
+    match OWN_PICK.load(Relaxed) {
+        -1 => pick_own_shard(backend_number, 0),
+        shard => Shard::new(shard),
+    }
+}
+
+/// Picks the owned shard `skip` places after this backend's own (after a release), and
+/// remembers it. `None` when the server owns no shard.
+#[cold]
+pub fn pick_own_shard(backend_number: usize, skip: usize) -> Option<Shard> {
+    let shard = OWNED.snapshot().nth_wrapping(backend_number + skip)?;
+    OWN_PICK.store(shard as i32, Relaxed);
+    Shard::new(shard as i32)
+}
+
+/// How many shards this server owns.
+pub fn owned_count() -> usize {
+    OWNED.snapshot().len()
 }
 
 /// `snowid.shards` in canonical form, such as `0-1023,4096`.
 pub fn shards_text() -> String {
     let text = SHARDS.get().map(|t| t.to_string_lossy().into_owned());
-    match ShardSet::parse(text.as_deref().unwrap_or(ShardSet::ALL_TEXT)) {
+    let all = ShardSet::ALL.to_string_lossy();
+    match ShardSet::parse(text.as_deref().unwrap_or(&all)) {
         Ok(set) => set.to_string(),
         Err(_) => text.unwrap_or_default(),
     }
@@ -159,7 +304,9 @@ unsafe extern "C-unwind" fn check_epoch(
     // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
     unsafe {
         check_text(newval, |text| {
-            epoch::validate(text, clock::unix_ms_now()).map(drop)
+            epoch::validate(text, SystemClock.wall_ms())
+                .map(drop)
+                .map_err(|e| e.to_string())
         })
     }
 }
@@ -172,7 +319,11 @@ unsafe extern "C-unwind" fn check_shards(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
-    unsafe { check_text(newval, |text| ShardSet::parse(text).map(drop)) }
+    unsafe {
+        check_text(newval, |text| {
+            ShardSet::parse(text).map(drop).map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// A string setting's check: runs `validate` on the proposed value (null counts as empty) and
@@ -209,5 +360,18 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
     let text = unsafe { newval.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
     if let Ok(set) = ShardSet::parse(text.as_deref().unwrap_or("")) {
         OWNED.replace(&set);
+        OWN_PICK.store(-1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn edit_distance_finds_the_misspelt_setting() {
+        use super::edit_distance;
+        assert_eq!(edit_distance("snowid.shards", "snowid.shard"), 1);
+        assert_eq!(edit_distance("snowid.max_lead", "snowid.maxlead"), 1);
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

@@ -1,119 +1,130 @@
 //! `snowid_info()` and `snowid_stats()`: the layout, the settings and the running state, for
 //! operators. Both read shared memory without locks; they are VOLATILE because the state moves.
 
-use crate::layout::{stamp_ms, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS};
-use crate::shard_set::ShardSet;
-use crate::shmem::{self, Refusal};
-use crate::{clock, epoch, gucs};
+use crate::decode::timestamptz;
+use crate::{errors, gucs, shmem};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
+use snowid_core::generator::NotGenerating;
+use snowid_core::host::Clock;
+use snowid_core::layout::{
+    id_from_stamp, stamp_ms, Shard, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS,
+};
 
-fn timestamptz(unix_ms: i64) -> Option<TimestampWithTimeZone> {
-    TimestampWithTimeZone::try_from(epoch::unix_ms_to_timestamptz(unix_ms)).ok()
+fn interval_ms(ms: i64) -> Interval {
+    Interval::from_micros(ms * 1000)
 }
 
-/// One row describing snowid on this server.
+/// One row describing snowid on this server. Server-wide only; per-shard figures are in
+/// `snowid_stats()`. Without preloading, the running state is null and `generating` says why.
 #[allow(clippy::type_complexity)] // pgrx reads the row's columns from the written-out type
-#[pg_extern(volatile, parallel_safe)]
-fn snowid_info() -> TableIterator<
+#[pg_extern(volatile, parallel_safe, name = "snowid_info")]
+fn snowid_info_v2() -> TableIterator<
     'static,
     (
         name!(epoch, Option<TimestampWithTimeZone>),
-        name!(time_bits, i32),
-        name!(shard_bits, i32),
-        name!(seq_bits, i32),
-        name!(ids_per_ms_per_shard, i64),
+        name!(layout, String),
+        name!(ids_per_ms, i32),
         name!(exhausted_at, Option<TimestampWithTimeZone>),
-        name!(max_lead, Option<Interval>),
         name!(shards, String),
-        name!(shard_count, i32),
-        name!(preloaded, bool),
+        name!(max_lead, Interval),
         name!(generating, String),
         name!(time_base, Option<TimestampWithTimeZone>),
-        name!(clock_behind_time_base, Option<Interval>),
+        name!(clock_behind, Option<Interval>),
         name!(clock_steps_back, Option<i64>),
-        name!(lease_end, Option<TimestampWithTimeZone>),
-        name!(persisted_time_base, Option<TimestampWithTimeZone>),
+        name!(high_water_mark, Option<TimestampWithTimeZone>),
         name!(lease_writes, Option<i64>),
     ),
 > {
     let epoch_ms = gucs::epoch_unix_ms();
-    let shards = gucs::shards_text();
-    let shard_count = ShardSet::parse(&shards)
-        .map(|s| s.len() as i32)
-        .unwrap_or(0);
     let state = shmem::state();
-    let generating = match state.map(|s| s.lease.refusal()) {
+    let generating = match state.map(|s| s.lease.not_generating()) {
         None => "no: not loaded via shared_preload_libraries".to_string(),
+        // SAFETY: a plain call.
+        Some(_) if unsafe { pg_sys::RecoveryInProgress() } => {
+            "no: in recovery (a standby generates once promoted)".to_string()
+        }
         Some(None) => "yes".to_string(),
-        Some(Some(Refusal::EpochMovedLater { .. })) => {
+        Some(Some(NotGenerating::EpochMovedLater { .. })) => {
             "no: snowid.epoch is later than the epoch of IDs already issued".to_string()
         }
-        Some(Some(Refusal::StateUnreadable)) => "no: snowid.state is unreadable".to_string(),
+        Some(Some(NotGenerating::StateUnreadable)) => "no: snowid.state is unreadable".to_string(),
+        Some(Some(NotGenerating::StateStale)) => {
+            "no: snowid.state is older than the data directory".to_string()
+        }
     };
-    let base_ms = state.map(|s| s.time_base.read(clock::monotonic_ms()).0);
+    let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
     let row = (
         timestamptz(epoch_ms),
-        TIME_BITS as i32,
-        SHARD_BITS as i32,
-        SEQ_BITS as i32,
-        IDS_PER_MS as i64,
+        format!("{TIME_BITS}/{SHARD_BITS}/{SEQ_BITS}"),
+        IDS_PER_MS as i32,
         timestamptz(epoch_ms + MAX_MS as i64 + 1),
-        state.map(|_| Interval::from_micros(gucs::max_lead_ms() as i64 * 1000)),
-        shards,
-        shard_count,
-        state.is_some(),
+        gucs::shards_text(),
+        interval_ms(gucs::max_lead_ms() as i64),
         generating,
-        base_ms.and_then(timestamptz),
-        state.map(|s| Interval::from_micros(s.time_base.wall_behind_ms() * 1000)),
+        state.and_then(|s| timestamptz(s.time_base.read(mono_ms).0)),
+        state.map(|s| interval_ms(s.time_base.wall_behind_ms())),
         state.map(|s| s.time_base.steps_back() as i64),
         state.and_then(|s| match s.lease.end_ms() {
             0 => None,
             end_ms => timestamptz(epoch_ms + end_ms as i64),
         }),
-        state
-            .and_then(|s| Some(s.lease.persisted_base_unix_ms()).filter(|&ms| ms > 0))
-            .and_then(timestamptz),
         state.map(|s| s.lease.writes() as i64),
     );
     TableIterator::once(row)
 }
 
-/// A row per shard that issued IDs since the server started (or since the last crash restart).
-/// `clock_steps_back` is server-wide: the backward clock steps the time base rode out.
-#[pg_extern(volatile, parallel_safe)]
-fn snowid_stats() -> TableIterator<
+/// A row per shard that issued IDs since the server started (or since the last crash restart),
+/// or that was released.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_safe, name = "snowid_stats")]
+fn snowid_stats_v2() -> TableIterator<
     'static,
     (
         name!(shard, i32),
+        name!(last_id, i64),
         name!(last_ts, Option<TimestampWithTimeZone>),
         name!(last_seq, i32),
         name!(ids_issued, i64),
         name!(throttled_waits, i64),
-        name!(clock_steps_back, i64),
+        name!(released, bool),
     ),
 > {
     let Some(state) = shmem::state() else {
-        crate::errors::not_preloaded()
+        errors::not_preloaded("snowid_stats()")
     };
     let epoch_ms = gucs::epoch_unix_ms();
-    let steps_back = state.time_base.steps_back() as i64;
     let rows: Vec<_> = state
         .shards()
         .iter()
         .enumerate()
-        .filter(|(_, cell)| cell.issued() > 0)
-        .map(|(shard, cell)| {
-            let stamp = cell.stamp.load(std::sync::atomic::Ordering::Relaxed);
-            (
-                shard as i32,
+        .filter_map(|(n, cell)| {
+            let (stamp, released) = cell.last();
+            if cell.issued() == 0 && !released {
+                return None;
+            }
+            let shard = Shard::new(n as i32)?;
+            Some((
+                n as i32,
+                id_from_stamp(stamp, shard),
                 timestamptz(epoch_ms + stamp_ms(stamp) as i64),
                 (stamp & MAX_SEQ as u64) as i32,
                 cell.issued() as i64,
                 cell.waits() as i64,
-                steps_back,
-            )
+                released,
+            ))
         })
         .collect();
     TableIterator::new(rows)
 }
+
+extension_sql!(
+    r#"
+COMMENT ON FUNCTION snowid_info() IS
+    'snowid on this server: epoch, layout, exhaustion date, shards, max_lead, whether it generates and why not, time base, how far the system clock is behind it, backward steps seen, high-water mark (every ID issued is dated before it) and lease writes.';
+COMMENT ON FUNCTION snowid_stats() IS
+    'A row per shard used or released since the server started: the last ID issued, its time and sequence number, IDs issued, waits at the lead bound.';
+"#,
+    name = "info_comments",
+    requires = [snowid_info_v2, snowid_stats_v2]
+);

@@ -1,41 +1,45 @@
 //! snowid: sharded, time-sorted 64-bit keys for PostgreSQL.
 //!
-//! The pure core has no PostgreSQL in it: [`layout`] (the bits), [`epoch`] (time as text and
-//! numbers), [`time_base`] (a clock that never steps back), [`shard_state`] (the per-shard
-//! lock-free step), [`lease`] (the persisted high-water mark) and [`shard_set`] (the shards a
-//! server owns). The rest is thin glue: [`shmem`], [`gucs`], [`clock`], [`errors`], and the SQL
-//! functions in [`generate`], [`decode`] and [`info`].
+//! Everything about issuing IDs that does not need PostgreSQL lives in the `snowid-core` crate
+//! (`core/`). This crate is the glue:
+//! - [`gucs`]: the `snowid.*` settings;
+//! - [`shmem`]: the shared-memory segment, with its concurrency rules, and how it starts and
+//!   stops;
+//! - [`wal`]: the lease in the WAL, a custom resource manager;
+//! - [`host`]: the protocol's host inside PostgreSQL (clocks, lock, WAL and file, waits, log);
+//! - [`errors`]: every error a user can meet;
+//! - the SQL functions: [`generate`], [`decode`], [`partitions`], [`trigger`] and [`info`].
 
 use pgrx::prelude::*;
 
-pub mod clock;
 pub mod decode;
-pub mod epoch;
 pub mod errors;
 pub mod generate;
 pub mod gucs;
+pub mod host;
 pub mod info;
-pub mod layout;
-pub mod lease;
-pub mod shard_set;
-pub mod shard_state;
+pub mod partitions;
 pub mod shmem;
-pub mod time_base;
+pub mod trigger;
+pub mod wal;
 
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql!(
-    "COMMENT ON EXTENSION snowid IS 'Sharded, time-sorted 64-bit keys, generated lock-free in shared memory';",
+    "COMMENT ON EXTENSION snowid IS 'Sharded, time-sorted 64-bit keys in Instagram''s 41/13/10 layout, generated lock-free in shared memory';",
     name = "extension_comment"
 );
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    // Settings and shared memory can only be set up while the postmaster loads preloaded
-    // libraries. Loaded later (by CREATE EXTENSION, say), snowid decodes but does not generate.
+    // Settings, shared memory and the WAL resource manager can only be set up while the
+    // postmaster loads preloaded libraries. Loaded later (by CREATE EXTENSION, say), snowid
+    // decodes but does not generate.
+    // SAFETY: a plain read of a flag PostgreSQL sets while it loads preloaded libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         gucs::init();
         shmem::init();
+        wal::register();
         generate::warn_if_exhaustion_is_near(gucs::epoch_unix_ms());
     }
 }

@@ -11,26 +11,107 @@
 //! Instants are Unix milliseconds (`i64`). An epoch must be a whole millisecond.
 
 /// The default epoch, 2026-01-01 00:00:00 UTC. IDs stay positive until 2060-11-03.
-pub const DEFAULT_EPOCH: &str = "2026-01-01 00:00:00+00";
+/// A C string, because it is also the setting's compiled-in default.
+pub const DEFAULT_EPOCH: &std::ffi::CStr = c"2026-01-01 00:00:00+00";
 /// [`DEFAULT_EPOCH`] as Unix milliseconds.
 pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
 
 const MS_PER_DAY: i64 = 86_400_000;
 
+/// Why a text is not an epoch. Displayed in lowercase words fit for a log line's detail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EpochError {
+    /// Something else was found where a part of the timestamp was expected.
+    Expected {
+        what: &'static str,
+        at: String,
+    },
+    /// The date has no time after it.
+    NoTime,
+    /// There is no UTC offset, so the instant would depend on the server's time zone.
+    NoOffset,
+    /// Text follows the offset.
+    Trailing(String),
+    /// A fraction with no digits or more than six.
+    Fraction,
+    MonthDoesNotExist(i64),
+    DayDoesNotExist {
+        year: i64,
+        month: i64,
+        day: i64,
+    },
+    TimeDoesNotExist {
+        hour: i64,
+        minute: i64,
+        second: i64,
+    },
+    OffsetDoesNotExist {
+        hours: i64,
+        minutes: i64,
+    },
+    /// Finer than a millisecond.
+    NotWholeMillisecond,
+    /// Later than the wall clock.
+    InTheFuture {
+        epoch_unix_ms: i64,
+    },
+}
+
+impl std::fmt::Display for EpochError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EpochError::Expected { what, at } => write!(f, "expected {what} at \"{at}\""),
+            EpochError::NoTime => {
+                write!(
+                    f,
+                    "expected a time after the date, such as \"2026-01-01 00:00:00+00\""
+                )
+            }
+            EpochError::NoOffset => write!(
+                f,
+                "a UTC offset is required, such as \"+00\", \"+05:30\" or \"Z\"; without one the \
+                 epoch would depend on the server's time zone"
+            ),
+            EpochError::Trailing(rest) => write!(f, "unexpected \"{rest}\" at the end"),
+            EpochError::Fraction => {
+                write!(f, "expected one to six digits after the decimal point")
+            }
+            EpochError::MonthDoesNotExist(month) => write!(f, "month {month} does not exist"),
+            EpochError::DayDoesNotExist { year, month, day } => {
+                write!(f, "day {day} does not exist in {year:04}-{month:02}")
+            }
+            EpochError::TimeDoesNotExist {
+                hour,
+                minute,
+                second,
+            } => write!(f, "time {hour:02}:{minute:02}:{second:02} does not exist"),
+            EpochError::OffsetDoesNotExist { hours, minutes } => {
+                write!(f, "offset {hours:02}:{minutes:02} is not a real UTC offset")
+            }
+            EpochError::NotWholeMillisecond => write!(f, "the epoch must be a whole millisecond"),
+            EpochError::InTheFuture { epoch_unix_ms } => write!(
+                f,
+                "the epoch {} is in the future; IDs count milliseconds since it",
+                format(*epoch_unix_ms)
+            ),
+        }
+    }
+}
+
 /// Parses an ISO 8601 timestamp with a UTC offset into Unix milliseconds. The error says what is
 /// wrong, in words fit for a log line's detail.
-pub fn parse(text: &str) -> Result<i64, String> {
+pub fn parse(text: &str) -> Result<i64, EpochError> {
     let mut p = Parser { rest: text.trim() };
     let year = p.digits(4, "a four-digit year")?;
-    p.expect('-')?;
+    p.expect('-', "\"-\" after the year")?;
     let month = p.digits(2, "a two-digit month")?;
-    p.expect('-')?;
+    p.expect('-', "\"-\" after the month")?;
     let day = p.digits(2, "a two-digit day")?;
     if !p.eat('T') && !p.eat(' ') {
-        return Err("expected a time after the date, such as \"2026-01-01 00:00:00+00\"".into());
+        return Err(EpochError::NoTime);
     }
     let hour = p.digits(2, "a two-digit hour")?;
-    p.expect(':')?;
+    p.expect(':', "\":\" after the hour")?;
     let minute = p.digits(2, "two-digit minutes")?;
     let (mut second, mut micros) = (0, 0);
     if p.eat(':') {
@@ -42,22 +123,24 @@ pub fn parse(text: &str) -> Result<i64, String> {
     p.eat(' ');
     let offset_minutes = p.offset()?;
     if !p.rest.is_empty() {
-        return Err(format!("unexpected \"{}\" at the end", p.rest));
+        return Err(EpochError::Trailing(p.rest.into()));
     }
 
     if !(1..=12).contains(&month) {
-        return Err(format!("month {month} does not exist"));
+        return Err(EpochError::MonthDoesNotExist(month));
     }
     if day < 1 || day > days_in_month(year, month) {
-        return Err(format!("day {day} does not exist in {year:04}-{month:02}"));
+        return Err(EpochError::DayDoesNotExist { year, month, day });
     }
     if hour > 23 || minute > 59 || second > 59 {
-        return Err(format!(
-            "time {hour:02}:{minute:02}:{second:02} does not exist"
-        ));
+        return Err(EpochError::TimeDoesNotExist {
+            hour,
+            minute,
+            second,
+        });
     }
     if micros % 1000 != 0 {
-        return Err("the epoch must be a whole millisecond".into());
+        return Err(EpochError::NotWholeMillisecond);
     }
 
     let days = days_from_civil(year, month, day);
@@ -66,13 +149,12 @@ pub fn parse(text: &str) -> Result<i64, String> {
 }
 
 /// Parses an epoch and checks that it is not in the future, given the wall clock.
-pub fn validate(text: &str, now_unix_ms: i64) -> Result<i64, String> {
+pub fn validate(text: &str, now_unix_ms: i64) -> Result<i64, EpochError> {
     let epoch = parse(text)?;
     if epoch > now_unix_ms {
-        return Err(format!(
-            "the epoch {} is in the future; IDs count milliseconds since it",
-            format(epoch)
-        ));
+        return Err(EpochError::InTheFuture {
+            epoch_unix_ms: epoch,
+        });
     }
     Ok(epoch)
 }
@@ -120,15 +202,22 @@ impl Parser<'_> {
         }
     }
 
-    fn expect(&mut self, c: char) -> Result<(), String> {
+    fn expect(&mut self, c: char, what: &'static str) -> Result<(), EpochError> {
         if self.eat(c) {
             Ok(())
         } else {
-            Err(format!("expected \"{c}\" before \"{}\"", self.rest))
+            Err(self.expected(what))
         }
     }
 
-    fn digits(&mut self, n: usize, what: &str) -> Result<i64, String> {
+    fn expected(&self, what: &'static str) -> EpochError {
+        EpochError::Expected {
+            what,
+            at: self.rest.into(),
+        }
+    }
+
+    fn digits(&mut self, n: usize, what: &'static str) -> Result<i64, EpochError> {
         let head = self
             .rest
             .get(..n)
@@ -136,25 +225,25 @@ impl Parser<'_> {
         match head {
             Some(head) => {
                 self.rest = &self.rest[n..];
-                Ok(head.parse().expect("ascii digits"))
+                Ok(decimal(head))
             }
-            None => Err(format!("expected {what} at \"{}\"", self.rest)),
+            None => Err(self.expected(what)),
         }
     }
 
     /// Up to six fractional digits, as microseconds.
-    fn fraction(&mut self) -> Result<i64, String> {
+    fn fraction(&mut self) -> Result<i64, EpochError> {
         let len = self.rest.bytes().take_while(u8::is_ascii_digit).count();
         if len == 0 || len > 6 {
-            return Err("expected one to six digits after the decimal point".into());
+            return Err(EpochError::Fraction);
         }
         let digits = &self.rest[..len];
         self.rest = &self.rest[len..];
-        Ok(digits.parse::<i64>().expect("ascii digits") * 10_i64.pow(6 - len as u32))
+        Ok(decimal(digits) * 10_i64.pow(6 - len as u32))
     }
 
     /// The UTC offset in minutes east of Greenwich.
-    fn offset(&mut self) -> Result<i64, String> {
+    fn offset(&mut self) -> Result<i64, EpochError> {
         if self.eat('Z') || self.eat('z') {
             return Ok(0);
         }
@@ -171,11 +260,7 @@ impl Parser<'_> {
         } else if self.eat('-') {
             -1
         } else {
-            return Err(
-                "a UTC offset is required, such as \"+00\", \"+05:30\" or \"Z\"; without one the \
-                 epoch would depend on the server's time zone"
-                    .into(),
-            );
+            return Err(EpochError::NoOffset);
         };
         let hours = self.digits(2, "a two-digit offset hour")?;
         let minutes = if self.eat(':') || self.rest.len() == 2 {
@@ -184,12 +269,17 @@ impl Parser<'_> {
             0
         };
         if hours > 15 || minutes > 59 {
-            return Err(format!(
-                "offset {hours:02}:{minutes:02} is not a real UTC offset"
-            ));
+            return Err(EpochError::OffsetDoesNotExist { hours, minutes });
         }
         Ok(sign * (hours * 60 + minutes))
     }
+}
+
+/// The value of a run of ASCII digits (at most six, so it cannot overflow).
+fn decimal(digits: &str) -> i64 {
+    digits
+        .bytes()
+        .fold(0, |n, digit| n * 10 + i64::from(digit - b'0'))
 }
 
 fn is_leap(year: i64) -> bool {
@@ -255,7 +345,10 @@ mod tests {
 
     #[test]
     fn the_default_epoch_constant_matches_its_text() {
-        assert_eq!(parse(DEFAULT_EPOCH), Ok(DEFAULT_EPOCH_UNIX_MS));
+        assert_eq!(
+            parse(DEFAULT_EPOCH.to_str().unwrap()),
+            Ok(DEFAULT_EPOCH_UNIX_MS)
+        );
     }
 
     #[test]
@@ -271,7 +364,7 @@ mod tests {
             ("2011-01-01 00:00+00 junk", "unexpected"),
             ("2011-01-01 00:00+16", "not a real UTC offset"),
         ] {
-            let err = parse(text).expect_err(text);
+            let err = parse(text).expect_err(text).to_string();
             assert!(err.contains(reason), "{text}: {err}");
         }
     }
@@ -290,11 +383,11 @@ mod tests {
     #[test]
     fn refuses_an_epoch_in_the_future() {
         assert_eq!(
-            validate(DEFAULT_EPOCH, DEFAULT_EPOCH_UNIX_MS),
+            validate(DEFAULT_EPOCH.to_str().unwrap(), DEFAULT_EPOCH_UNIX_MS),
             Ok(DEFAULT_EPOCH_UNIX_MS)
         );
-        let err = validate(DEFAULT_EPOCH, DEFAULT_EPOCH_UNIX_MS - 1).unwrap_err();
-        assert!(err.contains("in the future"), "{err}");
+        let err = validate(DEFAULT_EPOCH.to_str().unwrap(), DEFAULT_EPOCH_UNIX_MS - 1).unwrap_err();
+        assert!(err.to_string().contains("in the future"), "{err}");
     }
 
     #[test]
@@ -309,7 +402,64 @@ mod tests {
         );
     }
 
+    /// The calendar against an independent one (chrono), so that a wrong leap-year rule cannot
+    /// hide behind a round trip through the same code.
+    fn chrono_unix_ms(year: i32, month: u32, day: u32, ms_of_day: u32) -> Option<i64> {
+        let date = chrono::NaiveDate::from_ymd_opt(year, month, day)?;
+        let time = chrono::NaiveTime::from_num_seconds_from_midnight_opt(
+            ms_of_day / 1000,
+            (ms_of_day % 1000) * 1_000_000,
+        )?;
+        Some(date.and_time(time).and_utc().timestamp_millis())
+    }
+
+    fn text(year: i32, month: u32, day: u32, ms_of_day: u32) -> String {
+        let (secs, ms) = (ms_of_day / 1000, ms_of_day % 1000);
+        format!(
+            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{ms:03}+00",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    }
+
+    #[test]
+    fn leap_days_follow_the_gregorian_rule() {
+        for (date, exists) in [
+            ("1900-02-29", false),
+            ("2000-02-29", true),
+            ("2024-02-29", true),
+            ("2026-02-29", false),
+            ("2100-02-29", false),
+            ("2400-02-29", true),
+        ] {
+            let result = parse(&format!("{date} 00:00+00"));
+            assert_eq!(result.is_ok(), exists, "{date}: {result:?}");
+            let (y, m, d) = (&date[..4], &date[5..7], &date[8..]);
+            let oracle = chrono_unix_ms(
+                y.parse().unwrap(),
+                m.parse().unwrap(),
+                d.parse().unwrap(),
+                0,
+            );
+            assert_eq!(result.ok(), oracle, "{date} agrees with chrono");
+        }
+    }
+
     proptest! {
+        /// Any year-month-day triple, valid or not, is accepted exactly when chrono accepts it,
+        /// and then as the same instant; and the formatter writes what chrono writes.
+        #[test]
+        fn the_calendar_agrees_with_chrono(year in 1i32..=9999, month in 1u32..=12, day in 1u32..=31, ms_of_day in 0u32..86_400_000) {
+            let oracle = chrono_unix_ms(year, month, day, ms_of_day);
+            prop_assert_eq!(parse(&text(year, month, day, ms_of_day)).ok(), oracle);
+            if let Some(ms) = oracle {
+                let expected = chrono::DateTime::from_timestamp_millis(ms).unwrap()
+                    .format("%Y-%m-%d %H:%M:%S%.3f+00").to_string();
+                prop_assert_eq!(format(ms), expected);
+            }
+        }
+
         #[test]
         fn format_and_parse_round_trip(ms in -62_135_596_800_000_i64..253_402_300_799_999) {
             prop_assert_eq!(parse(&format(ms)), Ok(ms));

@@ -5,16 +5,21 @@
 //! between adjustments, advances at exactly real-time rate.
 //!
 //! Every [`CHECK_INTERVAL_MS`] one caller (whichever wins a CAS on the due time) compares the
-//! base with the wall clock:
+//! base with a fresh [`Sample`] of the wall clock:
 //! - wall clock ahead (a forward step, or catching up after a backward one): the offset grows so
 //!   that the base follows it;
 //! - wall clock behind (a backward step, or a restart with the clock set back): the base carries
 //!   on at real-time rate from where it was, until the wall clock catches up. A sudden growth of
 //!   that gap is reported as a backward step.
 //!
+//! The base can also be raised on purpose ([`TimeBase::raise_to`]): to a replayed or recorded
+//! base, or to resume above IDs issued elsewhere. That is a forward step, never a backward one.
+//!
 //! So the hot path costs one clock read and two loads from a line that is almost never written.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use crate::clock::Sample;
+use crate::sync::{AtomicI64, AtomicU64};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// How often the base is compared with the wall clock, in monotonic milliseconds.
 pub const CHECK_INTERVAL_MS: i64 = 10;
@@ -46,12 +51,12 @@ pub struct Comparison {
 impl TimeBase {
     /// A base that starts at the wall clock, or at `floor_unix_ms` if the wall clock is behind
     /// it (the persisted base of an earlier run).
-    pub fn starting_at(mono_ms: i64, wall_ms: i64, floor_unix_ms: i64) -> TimeBase {
-        let start = wall_ms.max(floor_unix_ms);
+    pub fn starting_at(now: Sample, floor_unix_ms: i64) -> TimeBase {
+        let start = now.wall_ms.max(floor_unix_ms);
         TimeBase {
-            offset_ms: AtomicI64::new(start - mono_ms),
-            next_check_ms: AtomicI64::new(mono_ms + CHECK_INTERVAL_MS),
-            wall_behind_ms: AtomicI64::new(start - wall_ms),
+            offset_ms: AtomicI64::new(start - now.mono_ms),
+            next_check_ms: AtomicI64::new(now.mono_ms + CHECK_INTERVAL_MS),
+            wall_behind_ms: AtomicI64::new(start - now.wall_ms),
             steps_back: AtomicU64::new(0),
         }
     }
@@ -66,20 +71,22 @@ impl TimeBase {
 
     /// Compares the base with the wall clock and follows it forward. Only one caller per
     /// interval does the work; the others get `None`.
-    pub fn compare(&self, mono_ms: i64, wall_ms: i64) -> Option<Comparison> {
+    pub fn compare(&self, now: Sample) -> Option<Comparison> {
         let due = self.next_check_ms.load(Relaxed);
-        if mono_ms < due
+        if now.mono_ms < due
             || self
                 .next_check_ms
-                .compare_exchange(due, mono_ms + CHECK_INTERVAL_MS, Relaxed, Relaxed)
+                .compare_exchange(due, now.mono_ms + CHECK_INTERVAL_MS, Relaxed, Relaxed)
                 .is_err()
         {
             return None;
         }
-        let base = mono_ms + self.offset_ms.load(Relaxed);
-        let behind = (base - wall_ms).max(0);
+        let base = now.mono_ms + self.offset_ms.load(Relaxed);
+        let behind = (base - now.wall_ms).max(0);
         if behind == 0 {
-            self.offset_ms.fetch_max(wall_ms - mono_ms, Relaxed);
+            // fetch_max, not store: a comparer that was descheduled here must not pull the base
+            // back below what a later comparer (or a raise) already set.
+            self.offset_ms.fetch_max(now.wall_ms - now.mono_ms, Relaxed);
         }
         let before = self.wall_behind_ms.swap(behind, Relaxed);
         let stepped_back_ms = if behind - before > STEP_TOLERANCE_MS {
@@ -94,6 +101,18 @@ impl TimeBase {
             wall_behind_ms: behind,
             stepped_back_ms,
         })
+    }
+
+    /// Raises the base to at least `floor_unix_ms` at the sample's monotonic time: a forward
+    /// step, taken on purpose. The gap it opens to the wall clock is not reported as a backward
+    /// step.
+    pub fn raise_to(&self, floor_unix_ms: i64, now: Sample) {
+        let previous = self
+            .offset_ms
+            .fetch_max(floor_unix_ms - now.mono_ms, Relaxed);
+        let base = now.mono_ms + previous.max(floor_unix_ms - now.mono_ms);
+        self.wall_behind_ms
+            .fetch_max((base - now.wall_ms).max(0), Relaxed);
     }
 
     /// How far the wall clock was behind the base at the last comparison.
@@ -113,9 +132,13 @@ mod tests {
     use crate::layout::stamp_ms;
     use crate::shard_state::{issue, Refusal};
     use proptest::prelude::*;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::{AtomicI64, AtomicU64};
     use std::sync::Arc;
     use std::thread;
+
+    fn at(mono_ms: i64, wall_ms: i64) -> Sample {
+        Sample { mono_ms, wall_ms }
+    }
 
     /// A simulated machine: a monotonic clock and a wall clock that can be stepped.
     struct Clocks {
@@ -127,12 +150,15 @@ mod tests {
         fn wall(&self) -> i64 {
             self.mono + self.wall_offset
         }
+        fn now(&self) -> Sample {
+            at(self.mono, self.wall())
+        }
         /// Advances real time, comparing with the wall clock as often as generation would.
         fn run(&mut self, base: &TimeBase, ms: i64) -> Vec<Comparison> {
             let mut seen = Vec::new();
             for _ in 0..ms {
                 self.mono += 1;
-                seen.extend(base.compare(self.mono, self.wall()));
+                seen.extend(base.compare(self.now()));
             }
             seen
         }
@@ -146,7 +172,7 @@ mod tests {
             mono: 5_000,
             wall_offset: T0 - 5_000,
         };
-        let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+        let base = TimeBase::starting_at(clocks.now(), 0);
         clocks.run(&base, 100);
         assert_eq!(base.read(clocks.mono).0, clocks.wall());
         clocks.wall_offset += 60_000;
@@ -165,7 +191,7 @@ mod tests {
             mono: 0,
             wall_offset: T0,
         };
-        let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+        let base = TimeBase::starting_at(clocks.now(), 0);
         clocks.run(&base, 50);
         let before = base.read(clocks.mono).0;
 
@@ -176,7 +202,26 @@ mod tests {
         assert_eq!(base.steps_back(), 1, "one step, reported once");
         assert_eq!(seen.iter().filter(|c| c.stepped_back_ms > 0).count(), 1);
         assert!(seen.iter().any(|c| c.stepped_back_ms == 600_000));
+        assert!(seen.iter().all(|c| c.wall_behind_ms == 600_000));
         assert_eq!(base.wall_behind_ms(), 600_000);
+    }
+
+    #[test]
+    fn a_step_back_within_the_tolerance_is_rounding() {
+        for (step, reported) in [(STEP_TOLERANCE_MS, false), (STEP_TOLERANCE_MS + 1, true)] {
+            let mut clocks = Clocks {
+                mono: 0,
+                wall_offset: T0,
+            };
+            let base = TimeBase::starting_at(clocks.now(), 0);
+            clocks.run(&base, 50);
+            clocks.wall_offset -= step;
+            let seen = clocks.run(&base, CHECK_INTERVAL_MS);
+            assert_eq!(seen.len(), 1);
+            assert_eq!(seen[0].wall_behind_ms, step);
+            assert_eq!(seen[0].stepped_back_ms > 0, reported, "a step of {step} ms");
+            assert_eq!(base.steps_back(), u64::from(reported));
+        }
     }
 
     #[test]
@@ -185,9 +230,10 @@ mod tests {
             mono: 0,
             wall_offset: T0,
         };
-        let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+        let base = TimeBase::starting_at(clocks.now(), 0);
         clocks.wall_offset -= 1_000;
         clocks.run(&base, 100);
+        assert_eq!(base.wall_behind_ms(), 1_000);
         clocks.wall_offset += 5_000; // the operator fixes the clock, overshooting
         clocks.run(&base, 100);
         assert_eq!(base.read(clocks.mono).0, clocks.wall());
@@ -196,34 +242,77 @@ mod tests {
 
     #[test]
     fn starts_at_a_persisted_floor_when_the_clock_was_set_back() {
-        let base = TimeBase::starting_at(10, T0 - 3_600_000, T0);
+        let base = TimeBase::starting_at(at(10, T0 - 3_600_000), T0);
         assert_eq!(base.read(10).0, T0);
         assert_eq!(base.read(1_010).0, T0 + 1_000);
         assert_eq!(base.wall_behind_ms(), 3_600_000);
+        let base = TimeBase::starting_at(at(10, T0), T0 - 5);
+        assert_eq!(
+            base.read(10).0,
+            T0,
+            "a floor behind the clock changes nothing"
+        );
+        assert_eq!(base.wall_behind_ms(), 0);
     }
 
     #[test]
     fn only_one_caller_per_interval_compares() {
-        let base = TimeBase::starting_at(0, T0, 0);
-        assert!(base.compare(CHECK_INTERVAL_MS, T0).is_some());
-        assert!(base.compare(CHECK_INTERVAL_MS, T0).is_none());
-        assert!(base.compare(2 * CHECK_INTERVAL_MS - 1, T0).is_none());
-        assert!(base.compare(2 * CHECK_INTERVAL_MS, T0).is_some());
+        let base = TimeBase::starting_at(at(0, T0), 0);
+        assert!(!base.read(CHECK_INTERVAL_MS - 1).1);
+        assert!(
+            base.read(CHECK_INTERVAL_MS).1,
+            "due exactly at the interval"
+        );
+        assert!(base.compare(at(CHECK_INTERVAL_MS - 1, T0)).is_none());
+        assert!(base.compare(at(CHECK_INTERVAL_MS, T0)).is_some());
+        assert!(base.compare(at(CHECK_INTERVAL_MS, T0)).is_none());
+        assert!(!base.read(2 * CHECK_INTERVAL_MS - 1).1);
+        assert!(base.compare(at(2 * CHECK_INTERVAL_MS - 1, T0)).is_none());
+        assert!(base.compare(at(2 * CHECK_INTERVAL_MS, T0)).is_some());
+    }
+
+    #[test]
+    fn a_raise_is_a_forward_step_and_not_a_backward_one() {
+        let mut clocks = Clocks {
+            mono: 0,
+            wall_offset: T0,
+        };
+        let base = TimeBase::starting_at(clocks.now(), 0);
+        clocks.run(&base, 20);
+        base.raise_to(T0 + 600_000, clocks.now());
+        assert_eq!(base.read(clocks.mono).0, T0 + 600_000);
+        let seen = clocks.run(&base, 100);
+        assert_eq!(base.steps_back(), 0, "{seen:?}");
+        assert_eq!(base.wall_behind_ms(), 600_000 - 20);
+        assert_eq!(
+            base.read(clocks.mono).0,
+            T0 + 600_000 + 100,
+            "real-time rate"
+        );
+        base.raise_to(T0, clocks.now());
+        assert_eq!(
+            base.read(clocks.mono).0,
+            T0 + 600_100,
+            "a raise below the base changes nothing"
+        );
+        assert_eq!(base.wall_behind_ms(), 600_000 - 20);
     }
 
     #[derive(Clone, Debug)]
-    enum Event {
+    enum Change {
         Tick(i64),
         Step(i64),
         Stall(i64),
+        Raise(i64),
     }
 
-    fn events() -> impl Strategy<Value = Vec<Event>> {
+    fn changes() -> impl Strategy<Value = Vec<Change>> {
         prop::collection::vec(
             prop_oneof![
-                (1i64..50).prop_map(Event::Tick),
-                (-900_000i64..900_000).prop_map(Event::Step),
-                (1i64..30).prop_map(Event::Stall),
+                (1i64..50).prop_map(Change::Tick),
+                (-900_000i64..900_000).prop_map(Change::Step),
+                (1i64..30).prop_map(Change::Stall),
+                (-10_000i64..10_000).prop_map(Change::Raise),
             ],
             1..200,
         )
@@ -233,21 +322,23 @@ mod tests {
         /// Whatever the wall clock does, the base never goes back, never lags the monotonic
         /// clock's progress, and is never behind the wall clock after a comparison.
         #[test]
-        fn the_base_is_monotonic_and_never_behind_the_wall_clock(events in events()) {
+        fn the_base_is_monotonic_and_never_behind_the_wall_clock(changes in changes()) {
             let mut clocks = Clocks { mono: 1_000, wall_offset: T0 };
-            let base = TimeBase::starting_at(clocks.mono, clocks.wall(), 0);
+            let base = TimeBase::starting_at(clocks.now(), 0);
             let (mut last, mut last_mono) = (base.read(clocks.mono).0, clocks.mono);
-            for event in events {
-                match event {
-                    Event::Tick(ms) => { clocks.run(&base, ms); }
-                    Event::Step(ms) => clocks.wall_offset += ms,
+            for change in changes {
+                match change {
+                    Change::Tick(ms) => { clocks.run(&base, ms); }
+                    Change::Step(ms) => clocks.wall_offset += ms,
                     // The wall clock stands still while real time passes.
-                    Event::Stall(ms) => { clocks.wall_offset -= ms; clocks.run(&base, ms); }
+                    Change::Stall(ms) => { clocks.wall_offset -= ms; clocks.run(&base, ms); }
+                    Change::Raise(ms) => base.raise_to(base.read(clocks.mono).0 + ms, clocks.now()),
                 }
                 clocks.run(&base, CHECK_INTERVAL_MS);
                 let now = base.read(clocks.mono).0;
                 prop_assert!(now - last >= clocks.mono - last_mono, "never slower than real time");
                 prop_assert!(now >= clocks.wall(), "caught up with the wall clock");
+                prop_assert_eq!(base.wall_behind_ms(), now - clocks.wall());
                 (last, last_mono) = (now, clocks.mono);
             }
         }
@@ -256,7 +347,7 @@ mod tests {
         /// thread's IDs increase, none repeats, and none runs past the lead.
         #[test]
         fn racing_threads_on_one_shard_with_a_jumping_clock(steps in prop::collection::vec(-5_000i64..5_000, 1..20)) {
-            let base = Arc::new(TimeBase::starting_at(0, T0, 0));
+            let base = Arc::new(TimeBase::starting_at(at(0, T0), 0));
             let mono = Arc::new(AtomicI64::new(0));
             let wall_offset = Arc::new(AtomicI64::new(T0));
             let cell = Arc::new(AtomicU64::new(0));
@@ -269,7 +360,7 @@ mod tests {
                     while mine.len() < 3_000 {
                         let m = mono.load(Relaxed);
                         let (now, due) = base.read(m);
-                        if due { base.compare(m, m + wall_offset.load(Relaxed)); }
+                        if due { base.compare(at(m, m + wall_offset.load(Relaxed))); }
                         let now_ms = (now - T0) as u64;
                         match issue(&cell, now_ms, max_lead, u64::MAX) {
                             Ok(s) => {

@@ -9,12 +9,42 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 const WORDS: usize = SHARD_COUNT / 64;
 
+/// Why a text is not a shard set. Displayed in lowercase words fit for a setting's detail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShardSetError {
+    OutOfRange(i64),
+    EmptyItem,
+    NotAShard(String),
+    Backwards(String),
+}
+
+impl fmt::Display for ShardSetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShardSetError::OutOfRange(n) => write!(
+                f,
+                "shard {n} is out of range: shards run from 0 to {MAX_SHARD}"
+            ),
+            ShardSetError::EmptyItem => write!(
+                f,
+                "an empty item; write numbers or ranges such as \"0-1023,4096\""
+            ),
+            ShardSetError::NotAShard(text) => write!(
+                f,
+                "\"{text}\" is not a shard number or a range such as \"0-1023\""
+            ),
+            ShardSetError::Backwards(item) => write!(f, "the range \"{item}\" runs backwards"),
+        }
+    }
+}
+
 /// A set of shards, as parsed from text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardSet([u64; WORDS]);
 
 impl ShardSet {
-    pub const ALL_TEXT: &'static str = "0-8191";
+    /// Every shard, as text: the setting's compiled-in default (a C string for that reason).
+    pub const ALL: &'static std::ffi::CStr = c"0-8191";
 
     pub fn all() -> ShardSet {
         ShardSet([u64::MAX; WORDS])
@@ -22,7 +52,7 @@ impl ShardSet {
 
     /// Parses a comma-separated list of shard numbers and inclusive ranges. Blank means no
     /// shard. The error says what is wrong, fit for a setting's detail line.
-    pub fn parse(text: &str) -> Result<ShardSet, String> {
+    pub fn parse(text: &str) -> Result<ShardSet, ShardSetError> {
         let mut set = ShardSet([0; WORDS]);
         if text.trim().is_empty() {
             return Ok(set);
@@ -33,7 +63,7 @@ impl ShardSet {
                 None => (shard_number(item)?, shard_number(item)?),
             };
             if low > high {
-                return Err(format!("the range \"{item}\" runs backwards"));
+                return Err(ShardSetError::Backwards(item.into()));
             }
             for shard in low..=high {
                 set.0[shard / 64] |= 1 << (shard % 64);
@@ -53,21 +83,37 @@ impl ShardSet {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The `n`-th shard of the set in ascending order, counting from 0, wrapping around: how a
+    /// backend picks its own shard from the set by its backend number. `None` for an empty set.
+    pub fn nth_wrapping(&self, n: usize) -> Option<usize> {
+        let len = self.len();
+        if len == 0 {
+            return None;
+        }
+        let mut rank = n % len;
+        for (w, &word) in self.0.iter().enumerate() {
+            let ones = word.count_ones() as usize;
+            if rank < ones {
+                let mut word = word;
+                for _ in 0..rank {
+                    word &= word - 1;
+                }
+                return Some(w * 64 + word.trailing_zeros() as usize);
+            }
+            rank -= ones;
+        }
+        None
+    }
 }
 
-fn shard_number(text: &str) -> Result<usize, String> {
+fn shard_number(text: &str) -> Result<usize, ShardSetError> {
     let text = text.trim();
     match text.parse::<i64>() {
         Ok(n) if (0..=MAX_SHARD as i64).contains(&n) => Ok(n as usize),
-        Ok(n) => Err(format!(
-            "shard {n} is out of range: shards run from 0 to {MAX_SHARD}"
-        )),
-        Err(_) if text.is_empty() => {
-            Err("an empty item; write numbers or ranges such as \"0-1023,4096\"".into())
-        }
-        Err(_) => Err(format!(
-            "\"{text}\" is not a shard number or a range such as \"0-1023\""
-        )),
+        Ok(n) => Err(ShardSetError::OutOfRange(n)),
+        Err(_) if text.is_empty() => Err(ShardSetError::EmptyItem),
+        Err(_) => Err(ShardSetError::NotAShard(text.into())),
     }
 }
 
@@ -117,6 +163,11 @@ impl LiveShardSet {
     pub fn contains(&self, shard: usize) -> bool {
         self.0[shard / 64].load(Relaxed) & (1 << (shard % 64)) != 0
     }
+
+    /// A copy of the set as it is now.
+    pub fn snapshot(&self) -> ShardSet {
+        ShardSet(std::array::from_fn(|w| self.0[w].load(Relaxed)))
+    }
 }
 
 #[cfg(test)]
@@ -132,7 +183,7 @@ mod tests {
         assert!(!set.contains(1024) && !set.contains(4095) && !set.contains(5100));
         assert_eq!(set.to_string(), "0-1023,4096,5000-5099");
         assert_eq!(
-            ShardSet::parse(ShardSet::ALL_TEXT).unwrap(),
+            ShardSet::parse(ShardSet::ALL.to_str().unwrap()).unwrap(),
             ShardSet::all()
         );
         assert!(ShardSet::parse(" ").unwrap().is_empty());
@@ -148,9 +199,19 @@ mod tests {
             ("a-b", "not a shard number"),
             ("1-2-3", "not a shard number"),
         ] {
-            let err = ShardSet::parse(text).expect_err(text);
+            let err = ShardSet::parse(text).expect_err(text).to_string();
             assert!(err.contains(reason), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn backends_spread_over_the_set_in_order() {
+        let set = ShardSet::parse("3,64-65,4096").unwrap();
+        let picks: Vec<_> = (0..6).map(|n| set.nth_wrapping(n).unwrap()).collect();
+        assert_eq!(picks, [3, 64, 65, 4096, 3, 64]);
+        assert_eq!(ShardSet::parse("").unwrap().nth_wrapping(0), None);
+        assert_eq!(ShardSet::all().nth_wrapping(8191), Some(8191));
+        assert_eq!(ShardSet::all().nth_wrapping(8192 + 5), Some(5));
     }
 
     #[test]
@@ -159,6 +220,7 @@ mod tests {
         assert!(live.contains(8191));
         live.replace(&ShardSet::parse("7").unwrap());
         assert!(live.contains(7) && !live.contains(8191) && !live.contains(0));
+        assert_eq!(live.snapshot(), ShardSet::parse("7").unwrap());
     }
 
     proptest! {
@@ -167,7 +229,11 @@ mod tests {
             let text = shards.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
             let set = ShardSet::parse(&text).unwrap();
             prop_assert_eq!(set.len(), shards.len());
-            prop_assert_eq!(ShardSet::parse(&set.to_string()).unwrap(), set);
+            prop_assert_eq!(ShardSet::parse(&set.to_string()).unwrap(), set.clone());
+            let in_order: Vec<usize> = shards.iter().copied().collect();
+            for (n, shard) in in_order.iter().enumerate() {
+                prop_assert_eq!(set.nth_wrapping(n), Some(*shard));
+            }
         }
     }
 }

@@ -10,14 +10,25 @@
 //! Because every stamp comes out of one successful CAS on the cell, no two callers ever get the
 //! same stamp, and each caller's stamp is greater than every stamp issued before its CAS.
 //!
-//! Two bounds apply, and a stamp past either is refused before anything is consumed:
+//! Three bounds apply, and a stamp past any of them is refused before anything is consumed:
 //! - the lead: borrowing runs the shard ahead of the time base; a stamp whose millisecond would be
 //!   more than `max_lead_ms` ahead of `now_ms` is refused with how long to wait;
 //! - the lease: no stamp at or past the durably recorded end of the lease, `lease_end_ms`, may be
-//!   handed out, so that a restart can never reissue it; the caller extends the lease and retries.
+//!   handed out, so that a restart can never reissue it; the caller extends the lease and retries;
+//! - the sign bit: no stamp needs 2^40 ms or more.
+//!
+//! A shard can also be *released* ([`release`]): a flag bit above every stamp is set in the same
+//! word, so the release and every CAS are ordered, and no CAS that started before the release
+//! can land after it. The flag costs the hot path nothing: a flagged word looks like a stamp past
+//! the sign bit, which is already checked.
 
-use crate::layout::{stamp, stamp_ms, MAX_MS};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::layout::{stamp, stamp_ms, MAX_MS, MAX_STAMP};
+use crate::sync::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The bit that marks a shard as released. Every stamp is at most [`MAX_STAMP`], below it.
+pub const RELEASED: u64 = 1 << 62;
+const _: () = assert!(MAX_STAMP < RELEASED);
 
 /// Why no stamp was issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +39,61 @@ pub enum Refusal {
     BeyondLease { needed_ms: u64 },
     /// The next stamp would need 2^40 ms or more, which would set the sign bit.
     Exhausted,
+    /// The shard was released on this server.
+    Released,
+}
+
+/// One shard's state, alone on its cache line: the last issued stamp, and counters that only
+/// the callers who just changed that line touch.
+#[repr(C, align(64))]
+pub struct ShardCell {
+    /// The last stamp issued on the shard, possibly with [`RELEASED`] set.
+    pub stamp: AtomicU64,
+    issued: AtomicU64,
+    waits: AtomicU64,
+}
+
+impl ShardCell {
+    /// A cell whose next stamp is above `last`.
+    pub fn starting_after(last: u64) -> ShardCell {
+        ShardCell {
+            stamp: AtomicU64::new(last),
+            issued: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts an issued ID. The line is already exclusively ours after the CAS.
+    #[inline]
+    pub fn count_issued(&self) {
+        self.issued.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a wait at the lead bound.
+    pub fn count_wait(&self) {
+        self.waits.fetch_add(1, Relaxed);
+    }
+
+    /// IDs issued since start.
+    pub fn issued(&self) -> u64 {
+        self.issued.load(Relaxed)
+    }
+
+    /// Waits at the lead bound since start.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Relaxed)
+    }
+
+    /// The last stamp issued (or the floor the shard started from), and whether it is released.
+    pub fn last(&self) -> (u64, bool) {
+        let word = self.stamp.load(Relaxed);
+        (word & !RELEASED, word & RELEASED != 0)
+    }
+
+    /// Raises the floor: the next stamp is above `floor`. Leaves a release in place.
+    pub fn raise_floor(&self, floor: u64) {
+        self.stamp.fetch_max(floor, Relaxed);
+    }
 }
 
 /// Issues the next stamp on a shard's cell, given the time base in milliseconds since the epoch,
@@ -47,13 +113,17 @@ pub fn issue(
     let limit_ms = now_ms.saturating_add(max_lead_ms);
     // Relaxed is enough: uniqueness and order come from the atomicity of the read-modify-write
     // on this one location; no other memory is published through it.
-    let mut last = cell.load(Ordering::Relaxed);
+    let mut last = cell.load(Relaxed);
     loop {
-        // `last` is at most MAX_STAMP < 2^50, so adding one cannot overflow.
+        // `last` is below 2^63, so adding one cannot overflow.
         let next = (last + 1).max(floor);
         let next_ms = stamp_ms(next);
         if next_ms > MAX_MS {
-            return Err(Refusal::Exhausted);
+            return Err(if last & RELEASED != 0 {
+                Refusal::Released
+            } else {
+                Refusal::Exhausted
+            });
         }
         if next_ms > limit_ms {
             return Err(Refusal::Ahead {
@@ -63,9 +133,29 @@ pub fn issue(
         if next_ms >= lease_end_ms {
             return Err(Refusal::BeyondLease { needed_ms: next_ms });
         }
-        match cell.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+        match cell.compare_exchange_weak(last, next, Relaxed, Relaxed) {
             Ok(_) => return Ok(next),
             Err(current) => last = current,
+        }
+    }
+}
+
+/// Releases a shard: from the moment this returns, [`issue`] refuses it, including for callers
+/// whose CAS loop had already started. Returns the last stamp issued on it (or the floor it
+/// started from, an upper bound of every stamp issued before). Releasing twice is harmless.
+pub fn release(cell: &AtomicU64) -> u64 {
+    cell.fetch_or(RELEASED, Relaxed) & !RELEASED
+}
+
+/// Takes a shard back after a release, with its next stamp above both its own last stamp and
+/// `floor`.
+pub fn reclaim(cell: &AtomicU64, floor: u64) {
+    let mut word = cell.load(Relaxed);
+    loop {
+        let next = (word & !RELEASED).max(floor);
+        match cell.compare_exchange_weak(word, next, Relaxed, Relaxed) {
+            Ok(_) => return,
+            Err(current) => word = current,
         }
     }
 }
@@ -73,8 +163,9 @@ pub fn issue(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{MAX_STAMP, SEQ_BITS};
+    use crate::layout::SEQ_BITS;
     use proptest::prelude::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use std::thread;
 
@@ -154,6 +245,67 @@ mod tests {
         );
         let cell = AtomicU64::new(0);
         assert_eq!(issue(&cell, MAX_MS, 0, NO_LEASE), Ok(stamp(MAX_MS, 0)));
+    }
+
+    #[test]
+    fn a_released_shard_refuses_until_reclaimed_above_its_last_stamp() {
+        let cell = AtomicU64::new(0);
+        let last = issue(&cell, 100, 1000, NO_LEASE).unwrap();
+        assert_eq!(release(&cell), last);
+        assert_eq!(release(&cell), last, "releasing twice reports the same");
+        assert_eq!(issue(&cell, 100, 1000, NO_LEASE), Err(Refusal::Released));
+        assert_eq!(issue(&cell, 5000, 1000, NO_LEASE), Err(Refusal::Released));
+
+        reclaim(&cell, stamp(90, 0));
+        assert_eq!(
+            issue(&cell, 100, 1000, NO_LEASE),
+            Ok(last + 1),
+            "a lower floor keeps the shard's own last stamp"
+        );
+        release(&cell);
+        reclaim(&cell, stamp(300, 7));
+        assert_eq!(issue(&cell, 100, 1000, NO_LEASE), Ok(stamp(300, 8)));
+    }
+
+    #[test]
+    fn raising_the_floor_never_lowers_it_and_keeps_a_release() {
+        let cell = ShardCell::starting_after(stamp(50, 0));
+        cell.raise_floor(stamp(40, 0));
+        assert_eq!(cell.last(), (stamp(50, 0), false));
+        cell.raise_floor(stamp(60, 3));
+        assert_eq!(cell.last(), (stamp(60, 3), false));
+        release(&cell.stamp);
+        cell.raise_floor(stamp(70, 0));
+        assert_eq!(cell.last(), (stamp(60, 3), true));
+    }
+
+    #[test]
+    fn a_release_stops_callers_racing_with_it() {
+        // Two threads issue while a third releases: every stamp issued is at or below the
+        // reported last one, so a successor resuming above it can never collide.
+        let cell = Arc::new(AtomicU64::new(0));
+        let issuers: Vec<_> = (0..2)
+            .map(|_| {
+                let cell = cell.clone();
+                thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        match issue(&cell, 7, 1 << 20, NO_LEASE) {
+                            Ok(s) => mine.push(s),
+                            Err(Refusal::Released) => return mine,
+                            Err(other) => panic!("{other:?}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        thread::sleep(std::time::Duration::from_millis(5));
+        let last = release(&cell);
+        let issued: Vec<u64> = issuers
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(issued.iter().max(), Some(&last));
     }
 
     #[test]

@@ -1,0 +1,111 @@
+//! Microbenchmarks of the core, outside PostgreSQL: `cargo bench -p snowid-core`.
+//!
+//! The per-shard step alone, the whole protocol with the machine's clock, and the time base
+//! read, each beside a plain atomic increment as the floor; and threads racing on one shard.
+//! Timings vary with the machine: compare each row with its floor from the same run.
+
+use divan::{black_box, Bencher};
+use snowid_core::clock::{sample_patiently, SystemClock};
+use snowid_core::generator::{Generator, Shared};
+use snowid_core::host::{Clock, Event, Interrupted, LeaseStore, Report, Wait};
+use snowid_core::layout::Shard;
+use snowid_core::lease::{Record, Start};
+use snowid_core::shard_state::issue;
+use snowid_core::time_base::TimeBase;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn main() {
+    divan::main();
+}
+
+/// A lead large enough that no run reaches it: this measures the step, not the throttle.
+const UNBOUNDED: u64 = 1 << 30;
+
+#[divan::bench]
+fn floor_fetch_add(b: Bencher) {
+    let counter = AtomicU64::new(0);
+    b.bench(|| counter.fetch_add(1, Ordering::Relaxed));
+}
+
+#[divan::bench]
+fn issue_one_thread(b: Bencher) {
+    let cell = AtomicU64::new(0);
+    b.bench(|| issue(&cell, black_box(1_000), UNBOUNDED, u64::MAX));
+}
+
+#[divan::bench]
+fn time_base_read(b: Bencher) {
+    let base = TimeBase::starting_at(sample_patiently(&SystemClock), 0);
+    b.bench(|| base.read(black_box(12_345)));
+}
+
+#[divan::bench]
+fn monotonic_clock_read(b: Bencher) {
+    b.bench(|| SystemClock.monotonic_ms());
+}
+
+/// The machine's clock with a store that never needs to wait: the protocol as PostgreSQL runs
+/// it, minus the WAL and the file.
+struct Bench;
+
+impl Clock for Bench {
+    #[inline]
+    fn monotonic_ms(&self) -> i64 {
+        SystemClock.monotonic_ms()
+    }
+    fn wall_ms(&self) -> i64 {
+        SystemClock.wall_ms()
+    }
+}
+impl LeaseStore for Bench {
+    type Error = ();
+    type Guard = ();
+    fn try_lock(&self) -> Option<()> {
+        Some(())
+    }
+    fn persist(&self, _: &Record) -> Result<(), ()> {
+        Ok(())
+    }
+}
+impl Wait for Bench {
+    fn wait(&self, ms: u64) -> Result<(), Interrupted> {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        Ok(())
+    }
+}
+impl Report for Bench {
+    fn report(&self, _: Event) {}
+}
+
+const EPOCH: i64 = 1_767_225_600_000;
+
+fn shared() -> Box<Shared> {
+    let start = Start::Resume {
+        base_floor_unix_ms: 0,
+        lease_end_ms: 0,
+    };
+    Box::new(Shared::start(sample_patiently(&SystemClock), &start))
+}
+
+#[divan::bench]
+fn next_id_across_many_shards(b: Bencher) {
+    let shared = shared();
+    let generator = Generator::new(&shared, &Bench, EPOCH, 1000);
+    let mut n = 0;
+    b.bench_local(|| {
+        n = (n + 1) & 8191;
+        generator.next_id(Shard::new(n).unwrap())
+    });
+}
+
+#[divan::bench(threads = [1, 2])]
+fn issue_racing_on_one_shard(b: Bencher) {
+    static CELL: AtomicU64 = AtomicU64::new(0);
+    b.bench(|| issue(&CELL, black_box(1_000), UNBOUNDED, u64::MAX));
+}
+
+#[divan::bench(threads = [1, 2])]
+fn floor_fetch_add_racing(b: Bencher) {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    b.bench(|| COUNTER.fetch_add(1, Ordering::Relaxed));
+}

@@ -1,0 +1,28 @@
+//! snowid's core: everything about issuing IDs that does not need PostgreSQL.
+//!
+//! - [`layout`]: the 41/13/10 bit layout, as checked arithmetic.
+//! - [`epoch`]: the epoch as text and numbers (an ISO 8601 parser and formatter).
+//! - [`clock`]: the two clocks, and how to sample them together.
+//! - [`time_base`]: the wall clock, except that it never steps backwards.
+//! - [`shard_state`]: one shard's 64-bit stamp, advanced lock-free.
+//! - [`shard_set`]: the shards a server owns.
+//! - [`shard_hash`]: the stable hash from a key to a shard.
+//! - [`lease`]: the durable high-water mark: its record, text and binary forms, and its file.
+//! - [`generator`]: the issuing protocol. What differs inside PostgreSQL (clocks, durable
+//!   storage, waiting, logging) sits behind the small traits in [`host`], and the protocol is
+//!   generic over them, so it compiles to straight-line code with no dynamic dispatch.
+//!
+//! The extension crate places [`generator::Shared`] in PostgreSQL's shared memory and supplies
+//! the traits; everything here is tested without a server.
+
+pub mod clock;
+pub mod epoch;
+pub mod generator;
+pub mod host;
+pub mod layout;
+pub mod lease;
+pub mod shard_hash;
+pub mod shard_set;
+pub mod shard_state;
+mod sync;
+pub mod time_base;
