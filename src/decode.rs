@@ -126,6 +126,38 @@ fn snowid_shard_for_uuid(key: pgrx::Uuid) -> i32 {
     shard_hash::shard_for_uuid(key.as_bytes())
 }
 
+extension_sql!(
+    r#"
+COMMENT ON FUNCTION snowid_timestamp(bigint) IS
+    'When an ID was issued, to the millisecond, under this server''s snowid.epoch. STABLE: the epoch can differ between servers and restarts.';
+COMMENT ON FUNCTION snowid_timestamp(bigint, timestamptz) IS
+    'When an ID was issued, under an explicit epoch. IMMUTABLE, for expression indexes and generated columns.';
+COMMENT ON FUNCTION snowid_shard(bigint) IS
+    'The logical shard (0 to 8191) an ID was issued for.';
+COMMENT ON FUNCTION snowid_seq(bigint) IS
+    'An ID''s sequence number (0 to 1023) within its millisecond and shard.';
+COMMENT ON FUNCTION snowid_from_timestamp(timestamptz, int, int) IS
+    'The ID of a millisecond, shard and sequence number; with the defaults, the smallest ID of that millisecond, for id >= ... AND id < ... range scans and partition bounds.';
+COMMENT ON FUNCTION snowid_shard_for(bigint) IS
+    'The shard of a bigint key: FNV-1a 64 of its decimal text, modulo 8192. Never changes across versions.';
+COMMENT ON FUNCTION snowid_shard_for(text) IS
+    'The shard of a text key: FNV-1a 64 of its bytes, modulo 8192. Never changes across versions.';
+COMMENT ON FUNCTION snowid_shard_for(uuid) IS
+    'The shard of a uuid key: FNV-1a 64 of its lowercase hyphenated text, modulo 8192. Never changes across versions.';
+"#,
+    name = "decode_comments",
+    requires = [
+        snowid_timestamp,
+        snowid_timestamp_under_epoch,
+        snowid_shard,
+        snowid_seq,
+        snowid_from_timestamp,
+        snowid_shard_for_bigint,
+        snowid_shard_for_text,
+        snowid_shard_for_uuid
+    ]
+);
+
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {

@@ -402,6 +402,20 @@ pub fn trigger_misuse(detail: &str) -> ! {
 }
 
 #[track_caller]
+pub fn trigger_arguments(count: usize) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("snowid_fill_id takes two arguments, not {count}"),
+        Some("The first names the bigint ID column, the second the key column.".into()),
+        Some(
+            "CREATE TRIGGER t BEFORE INSERT ON tbl FOR EACH ROW EXECUTE FUNCTION \
+             snowid_fill_id('id', 'user_id');"
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
 pub fn trigger_column_missing(column: &str, table: &str) -> ! {
     raise(
         ERRCODE_UNDEFINED_COLUMN,

@@ -11,7 +11,7 @@ use snowid_core::layout::{
     id_from_stamp, stamp_ms, Shard, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS,
 };
 
-fn interval_ms(ms: i64) -> Interval {
+pub(crate) fn interval_ms(ms: i64) -> Interval {
     Interval::from_micros(ms * 1000)
 }
 
@@ -38,7 +38,27 @@ fn snowid_info_v2() -> TableIterator<
 > {
     let epoch_ms = gucs::epoch_unix_ms();
     let state = shmem::state();
-    let generating = match state.map(|s| s.lease.not_generating()) {
+    let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
+    let row = (
+        timestamptz(epoch_ms),
+        format!("{TIME_BITS}/{SHARD_BITS}/{SEQ_BITS}"),
+        IDS_PER_MS as i32,
+        timestamptz(epoch_ms + MAX_MS as i64 + 1),
+        gucs::shards_text(),
+        interval_ms(gucs::max_lead_ms() as i64),
+        generating(),
+        state.and_then(|s| timestamptz(s.time_base.read(mono_ms).0)),
+        state.map(|s| interval_ms(s.time_base.wall_behind_ms())),
+        state.map(|s| s.time_base.steps_back() as i64),
+        high_water_mark(),
+        state.map(|s| s.lease.writes() as i64),
+    );
+    TableIterator::once(row)
+}
+
+/// Whether this server generates, or why not.
+pub(crate) fn generating() -> String {
+    match shmem::state().map(|s| s.lease.not_generating()) {
         None => "no: not loaded via shared_preload_libraries".to_string(),
         // SAFETY: a plain call.
         Some(_) if unsafe { pg_sys::RecoveryInProgress() } => {
@@ -52,26 +72,15 @@ fn snowid_info_v2() -> TableIterator<
         Some(Some(NotGenerating::StateStale)) => {
             "no: snowid.state is older than the data directory".to_string()
         }
-    };
-    let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
-    let row = (
-        timestamptz(epoch_ms),
-        format!("{TIME_BITS}/{SHARD_BITS}/{SEQ_BITS}"),
-        IDS_PER_MS as i32,
-        timestamptz(epoch_ms + MAX_MS as i64 + 1),
-        gucs::shards_text(),
-        interval_ms(gucs::max_lead_ms() as i64),
-        generating,
-        state.and_then(|s| timestamptz(s.time_base.read(mono_ms).0)),
-        state.map(|s| interval_ms(s.time_base.wall_behind_ms())),
-        state.map(|s| s.time_base.steps_back() as i64),
-        state.and_then(|s| match s.lease.end_ms() {
-            0 => None,
-            end_ms => timestamptz(epoch_ms + end_ms as i64),
-        }),
-        state.map(|s| s.lease.writes() as i64),
-    );
-    TableIterator::once(row)
+    }
+}
+
+/// The end of the lease: every ID issued so far is dated before it.
+pub(crate) fn high_water_mark() -> Option<TimestampWithTimeZone> {
+    match shmem::state()?.lease.end_ms() {
+        0 => None,
+        end_ms => timestamptz(gucs::epoch_unix_ms() + end_ms as i64),
+    }
 }
 
 /// A row per shard that issued IDs since the server started (or since the last crash restart),

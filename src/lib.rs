@@ -18,6 +18,7 @@ pub mod generate;
 pub mod gucs;
 pub mod host;
 pub mod info;
+pub mod legacy;
 pub mod partitions;
 pub mod shmem;
 pub mod trigger;

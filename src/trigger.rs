@@ -26,7 +26,7 @@ fn snowid_fill_id<'a>(
     }
     let args = trigger.extra_args().unwrap_or_default();
     let [id_column, key_column] = args.as_slice() else {
-        errors::trigger_misuse("it takes two arguments: the ID column and the key column")
+        errors::trigger_arguments(args.len())
     };
     let table = trigger.table_name().unwrap_or_default();
     let Some(row) = trigger.new() else {

@@ -25,5 +25,31 @@ SELECT sqlstate_of('SELECT snowid_next(-1)');
 SELECT sqlstate_of('SELECT snowid_next(2147483647)');
 SELECT snowid_next(NULL) IS NULL AS strict;
 
+-- The shard may come as any integer type, a whole numeric, or an untyped parameter: JDBC's
+-- setLong, user_id % 8192 and node-postgres all work, and none is ambiguous.
+SELECT snowid_shard(snowid_next(5::bigint)) AS int8, snowid_shard(snowid_next(6::smallint)) AS int2,
+       snowid_shard(snowid_next(7.0)) AS numeric, snowid_shard(snowid_next('8')) AS unknown_literal;
+PREPARE next_untyped AS SELECT snowid_shard(snowid_next($1));
+EXECUTE next_untyped(9);
+PREPARE next_int8(bigint) AS SELECT snowid_shard(snowid_next($1));
+EXECUTE next_int8(10);
+SELECT snowid_shard(snowid_next(user_id % 8192)) FROM (VALUES (8193::bigint)) v(user_id);
+SELECT sqlstate_of('SELECT snowid_next(2.5)');
+SELECT sqlstate_of('SELECT snowid_next(4294967301::bigint)');
+SELECT sqlstate_of($$SELECT snowid_next('NaN'::float8)$$);
+SELECT sqlstate_of('SELECT snowid_next(-0.5)');
+
+-- Refused where nextval() is refused: in a read-only transaction (and on a hot standby).
+BEGIN READ ONLY;
+SELECT snowid_next(5);
+ROLLBACK;
+SET default_transaction_read_only = on;
+SELECT sqlstate_of('SELECT snowid_next()');
+RESET default_transaction_read_only;
+
+-- snowid_next() picks one of the server's own shards, the same one for the whole session.
+SELECT count(DISTINCT snowid_shard(id)) AS shards, bool_and(id > 0) AS positive
+FROM (SELECT snowid_next() AS id FROM generate_series(1, 1000)) s;
+
 -- A new ID is dated now.
 SELECT abs(extract(epoch FROM snowid_timestamp(snowid_next(1)) - clock_timestamp())) < 5 AS dated_now;

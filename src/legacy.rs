@@ -1,0 +1,100 @@
+//! The 0.1.0 shapes of `snowid_info()` and `snowid_stats()`, kept so that a database still on
+//! 0.1.0 works with this library until `ALTER EXTENSION snowid UPDATE`, and so that
+//! `CREATE EXTENSION snowid VERSION '0.1.0'` can find every function its script names. No SQL is
+//! generated for them: only the 0.1.0 script refers to them.
+
+use crate::decode::timestamptz;
+use crate::info::{generating, high_water_mark, interval_ms};
+use crate::{errors, gucs, shmem};
+use pgrx::datum::Interval;
+use pgrx::prelude::*;
+use snowid_core::host::Clock;
+use snowid_core::layout::{stamp_ms, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS};
+use snowid_core::shard_set::ShardSet;
+
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
+fn snowid_info() -> TableIterator<
+    'static,
+    (
+        name!(epoch, Option<TimestampWithTimeZone>),
+        name!(time_bits, i32),
+        name!(shard_bits, i32),
+        name!(seq_bits, i32),
+        name!(ids_per_ms_per_shard, i64),
+        name!(exhausted_at, Option<TimestampWithTimeZone>),
+        name!(max_lead, Option<Interval>),
+        name!(shards, String),
+        name!(shard_count, i32),
+        name!(preloaded, bool),
+        name!(generating, String),
+        name!(time_base, Option<TimestampWithTimeZone>),
+        name!(clock_behind_time_base, Option<Interval>),
+        name!(clock_steps_back, Option<i64>),
+        name!(lease_end, Option<TimestampWithTimeZone>),
+        name!(persisted_time_base, Option<TimestampWithTimeZone>),
+        name!(lease_writes, Option<i64>),
+    ),
+> {
+    let epoch_ms = gucs::epoch_unix_ms();
+    let state = shmem::state();
+    let shards = gucs::shards_text();
+    let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
+    TableIterator::once((
+        timestamptz(epoch_ms),
+        TIME_BITS as i32,
+        SHARD_BITS as i32,
+        SEQ_BITS as i32,
+        IDS_PER_MS as i64,
+        timestamptz(epoch_ms + MAX_MS as i64 + 1),
+        state.map(|_| interval_ms(gucs::max_lead_ms() as i64)),
+        shards.clone(),
+        ShardSet::parse(&shards).map_or(0, |s| s.len() as i32),
+        state.is_some(),
+        generating(),
+        state.and_then(|s| timestamptz(s.time_base.read(mono_ms).0)),
+        state.map(|s| interval_ms(s.time_base.wall_behind_ms())),
+        state.map(|s| s.time_base.steps_back() as i64),
+        high_water_mark(),
+        state.and_then(|s| timestamptz(s.lease.persisted_base_unix_ms())),
+        state.map(|s| s.lease.writes() as i64),
+    ))
+}
+
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
+fn snowid_stats() -> TableIterator<
+    'static,
+    (
+        name!(shard, i32),
+        name!(last_ts, Option<TimestampWithTimeZone>),
+        name!(last_seq, i32),
+        name!(ids_issued, i64),
+        name!(throttled_waits, i64),
+        name!(clock_steps_back, i64),
+    ),
+> {
+    let Some(state) = shmem::state() else {
+        errors::not_preloaded("snowid_stats()")
+    };
+    let epoch_ms = gucs::epoch_unix_ms();
+    let steps_back = state.time_base.steps_back() as i64;
+    let rows: Vec<_> = state
+        .shards()
+        .iter()
+        .enumerate()
+        .filter(|(_, cell)| cell.issued() > 0)
+        .map(|(shard, cell)| {
+            let (stamp, _) = cell.last();
+            (
+                shard as i32,
+                timestamptz(epoch_ms + stamp_ms(stamp) as i64),
+                (stamp & MAX_SEQ as u64) as i32,
+                cell.issued() as i64,
+                cell.waits() as i64,
+                steps_back,
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}
