@@ -33,26 +33,35 @@ pub struct Cluster {
     running: bool,
 }
 
+/// A new empty directory under /tmp, owned by the user the servers run as.
+fn new_dir() -> PathBuf {
+    let dir = PathBuf::from(format!(
+        "/tmp/snowid-it-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create the cluster directory");
+    if is_root() {
+        run(Command::new("chown").arg("postgres:postgres").arg(&dir));
+    }
+    dir
+}
+
 impl Cluster {
-    /// Runs initdb in a fresh temporary directory. Nothing is started yet.
-    pub fn init() -> Cluster {
-        let dir = PathBuf::from(format!(
-            "/tmp/snowid-it-{}-{}",
-            std::process::id(),
-            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create the cluster directory");
-        if is_root() {
-            run(Command::new("chown").arg("postgres:postgres").arg(&dir));
-        }
-        let cluster = Cluster {
+    fn unstarted(dir: PathBuf) -> Cluster {
+        Cluster {
             port: free_port(),
             dir,
             bindir: bindir(),
             env: Vec::new(),
             running: false,
-        };
+        }
+    }
+
+    /// Runs initdb in a fresh temporary directory. Nothing is started yet.
+    pub fn init() -> Cluster {
+        let cluster = Cluster::unstarted(new_dir());
         let pgdata = cluster.pgdata();
         let out = cluster
             .server_command("initdb")
@@ -77,7 +86,93 @@ impl Cluster {
             &format!("'{}'", cluster.dir.display()),
         );
         cluster.set("fsync", "off");
+        cluster.set("temp_file_limit", "'1GB'");
         cluster
+    }
+
+    /// A copy of a running primary made with `pg_basebackup` into a fresh directory, not
+    /// started, on its own port and socket directory. With `standby`, it is a streaming standby
+    /// (`-R`); without, a plain backup to restore from.
+    pub fn base_backup_of(primary: &Cluster, standby: bool) -> Cluster {
+        let cluster = Cluster::unstarted(new_dir());
+        let mut command = cluster.server_command("pg_basebackup");
+        command
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-X",
+                "stream",
+                "--no-sync",
+                "-c",
+                "fast",
+            ])
+            .arg("-p")
+            .arg(primary.port.to_string())
+            .arg("-D")
+            .arg(cluster.pgdata());
+        if standby {
+            command.arg("-R");
+        }
+        let out = command.output().expect("run pg_basebackup");
+        assert!(out.status.success(), "pg_basebackup failed: {}", text(&out));
+        cluster.set("port", &cluster.port.to_string());
+        cluster.set(
+            "unix_socket_directories",
+            &format!("'{}'", cluster.dir.display()),
+        );
+        cluster
+    }
+
+    /// Promotes a standby and waits until it accepts writes.
+    pub fn promote(&self) {
+        let out = self
+            .server_command("pg_ctl")
+            .args(["promote", "-w", "-t", "60", "-D"])
+            .arg(self.pgdata())
+            .output()
+            .expect("run pg_ctl promote");
+        assert!(
+            out.status.success(),
+            "promote failed: {}\n{}",
+            text(&out),
+            self.log()
+        );
+    }
+
+    /// Waits until this standby has replayed everything `primary` has written so far.
+    pub fn wait_for_replay_of(&self, primary: &Cluster) {
+        let target: String = primary
+            .client()
+            .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
+            .unwrap()
+            .get(0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut db = self.client();
+        loop {
+            let caught_up: bool = db
+                .query_one(
+                    "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                    &[&target],
+                )
+                .unwrap()
+                .get(0);
+            if caught_up {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the standby did not replay up to {target}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// This cluster's own directory (the data directory is `data` inside it), owned by the
+    /// servers' user: a place for a WAL archive or a copy of a file.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// A started cluster with snowid preloaded and the extension created, plus any settings.
@@ -180,6 +275,27 @@ impl Cluster {
         self.try_client().expect("connect to the test server")
     }
 
+    /// A new connection that records every notice or warning the server sends it.
+    pub fn client_recording_notices(
+        &self,
+    ) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let client = postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .notice_callback(move |notice| {
+                sink.lock()
+                    .unwrap()
+                    .push(format!("{}: {}", notice.severity(), notice.message()))
+            })
+            .connect(NoTls)
+            .expect("connect to the test server");
+        (client, seen)
+    }
+
     pub fn try_client(&self) -> Result<Client, postgres::Error> {
         postgres::Config::new()
             .host("127.0.0.1")
@@ -237,6 +353,28 @@ impl Cluster {
             .next()
             .and_then(|l| l.trim().parse().ok())
             .expect("a pid")
+    }
+
+    /// The server's bin directory.
+    pub fn bin_dir(&self) -> &std::path::Path {
+        &self.bindir
+    }
+
+    /// A system program (`cp`, `mkdir`, ...) run as the server's OS user, so that what it writes
+    /// belongs to the server.
+    pub fn as_server_user(&self, program: &str) -> Command {
+        if is_root() {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-u", "postgres", program]);
+            sudo
+        } else {
+            Command::new(program)
+        }
+    }
+
+    /// Runs a system program as the server's OS user and fails the test if it fails.
+    pub fn run_as_server_user(&self, program: &str, args: &[&std::ffi::OsStr]) {
+        run(self.as_server_user(program).args(args));
     }
 
     /// A PostgreSQL program from the server's bin directory, run as the server's OS user, with

@@ -147,7 +147,7 @@ fn shard_edges() {
     for shard in [0, 8191] {
         let row = db
             .query_one(
-                "SELECT snowid_shard(snowid_next($1)), snowid_next($1) > 0",
+                "SELECT snowid_shard(snowid_next($1::int)), snowid_next($1::int) > 0",
                 &[&shard],
             )
             .unwrap();
@@ -156,7 +156,7 @@ fn shard_edges() {
     }
     for shard in [-1, 8192, i32::MAX] {
         let err = db
-            .query_one("SELECT snowid_next($1)", &[&shard])
+            .query_one("SELECT snowid_next($1::int)", &[&shard])
             .unwrap_err();
         let db_err = err.as_db_error().expect("a server error");
         assert_eq!(db_err.code().code(), "22003", "{db_err}");
@@ -179,7 +179,7 @@ fn next_and_parse_round_trip() {
             .query_one(
                 "SELECT (p).shard, (p).seq,
                         abs(extract(epoch FROM (p).ts - clock_timestamp()))::float8
-                 FROM (SELECT snowid_parse(snowid_next($1)) AS p) s",
+                 FROM (SELECT snowid_parse(snowid_next($1::int)) AS p) s",
                 &[&shard],
             )
             .unwrap();

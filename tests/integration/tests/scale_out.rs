@@ -98,7 +98,10 @@ fn three_servers_with_disjoint_shards_never_collide() {
         "snowid shard 150 is not owned by this server"
     );
     assert_eq!(db_err.detail(), Some("snowid.shards is '0-99'."));
-    assert!(db_err.hint().unwrap().contains("reload"), "{db_err:?}");
+    assert!(
+        db_err.hint().unwrap().contains("snowid_release(150)"),
+        "the hint says how to hand the shard over: {db_err:?}"
+    );
 }
 
 /// Guards against a shard set that cannot change without a restart, or that takes a typo as
@@ -155,16 +158,15 @@ fn the_shard_set_reloads_and_refuses_malformed_values() {
 }
 
 /// Guards against an opaque running state: snowid_info() reports the layout, settings, time base
-/// and persisted lease; snowid_stats() reports per shard the last ID, the count issued and the
+/// and high-water mark; snowid_stats() reports per shard the last ID, the count issued and the
 /// throttled waits, and nothing for unused shards.
 #[test]
 fn info_and_stats_describe_the_running_state() {
-    let cluster = Cluster::preloaded(&[("snowid.shards", "'40-49'")]);
+    let cluster = Cluster::preloaded(&[("snowid.shards", "'40-49'"), ("snowid.max_lead", "0")]);
     let mut db = cluster.client();
     db.batch_execute(
         "SELECT count(snowid_next(42)) FROM generate_series(1, 1000);
          SELECT snowid_next(43) FROM generate_series(1, 10);
-         SET snowid.max_lead = 0;
          SELECT count(snowid_next(44)) FROM generate_series(1, 5000);",
     )
     .unwrap();
@@ -172,42 +174,32 @@ fn info_and_stats_describe_the_running_state() {
 
     let info = db
         .query_one(
-            "SELECT epoch = '2026-01-01 00:00:00+00', time_bits, shard_bits, seq_bits,
-                    ids_per_ms_per_shard, exhausted_at = '2060-11-03 19:53:47.776+00',
-                    max_lead, shards, shard_count, preloaded, generating,
-                    abs(extract(epoch FROM time_base - clock_timestamp())) < 5,
-                    lease_end > time_base, persisted_time_base <= time_base, lease_writes >= 1,
-                    clock_steps_back
+            "SELECT epoch = '2026-01-01 00:00:00+00', layout, ids_per_ms,
+                    exhausted_at = '2060-11-03 19:53:47.776+00', max_lead = '0', shards,
+                    generating, abs(extract(epoch FROM time_base - clock_timestamp())) < 5,
+                    high_water_mark > time_base, lease_writes >= 1, clock_steps_back
              FROM snowid_info()",
             &[],
         )
         .unwrap();
     assert!(info.get::<_, bool>(0));
-    assert_eq!(
-        (
-            info.get::<_, i32>(1),
-            info.get::<_, i32>(2),
-            info.get::<_, i32>(3)
-        ),
-        (41, 13, 10)
-    );
-    assert_eq!(info.get::<_, i64>(4), 1024);
-    assert!(info.get::<_, bool>(5), "exhaustion date");
-    assert_eq!(info.get::<_, String>(7), "40-49");
-    assert_eq!(info.get::<_, i32>(8), 10);
-    assert!(info.get::<_, bool>(9));
-    assert_eq!(info.get::<_, String>(10), "yes");
-    assert!(info.get::<_, bool>(11), "time base is now");
+    assert_eq!(info.get::<_, String>(1), "41/13/10");
+    assert_eq!(info.get::<_, i32>(2), 1024);
+    assert!(info.get::<_, bool>(3), "exhaustion date");
+    assert!(info.get::<_, bool>(4), "max_lead");
+    assert_eq!(info.get::<_, String>(5), "40-49");
+    assert_eq!(info.get::<_, String>(6), "yes");
+    assert!(info.get::<_, bool>(7), "time base is now");
     assert!(
-        info.get::<_, bool>(12) && info.get::<_, bool>(13) && info.get::<_, bool>(14),
-        "lease"
+        info.get::<_, bool>(8) && info.get::<_, bool>(9),
+        "the high-water mark is ahead, and written"
     );
-    assert_eq!(info.get::<_, i64>(15), 0);
+    assert_eq!(info.get::<_, i64>(10), 0);
 
     let rows = db
         .query(
-            "SELECT shard, ids_issued, throttled_waits, last_seq,
-                    last_ts = snowid_timestamp($1) AND last_seq = snowid_seq($1)
+            "SELECT shard, ids_issued, throttled_waits, last_id = $1 AND last_ts = snowid_timestamp($1)
+                    AND last_seq = snowid_seq($1), released
              FROM snowid_stats() ORDER BY shard",
             &[&last_43],
         )
@@ -220,9 +212,13 @@ fn info_and_stats_describe_the_running_state() {
     assert_eq!(stats[0], (42, 1000, 0));
     assert_eq!(stats[1], (43, 11, 0));
     assert!(
-        rows[1].get::<_, bool>(4),
+        rows[1].get::<_, bool>(3),
         "shard 43's last ID is the one we saw"
     );
     assert_eq!((stats[2].0, stats[2].1), (44, 5000));
     assert!(stats[2].2 > 0, "a burst at lead 0 waits");
+    assert!(
+        rows.iter().all(|r| !r.get::<_, bool>(4)),
+        "nothing released"
+    );
 }

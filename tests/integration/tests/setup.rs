@@ -32,11 +32,11 @@ fn without_preloading_decoding_works_and_generation_explains_itself() {
 
     let row = db
         .query_one(
-            "SELECT preloaded, generating, lease_end IS NULL FROM snowid_info()",
+            "SELECT time_base IS NULL, generating, high_water_mark IS NULL FROM snowid_info()",
             &[],
         )
         .unwrap();
-    assert!(!row.get::<_, bool>(0));
+    assert!(row.get::<_, bool>(0));
     assert_eq!(
         row.get::<_, String>(1),
         "no: not loaded via shared_preload_libraries"

@@ -75,18 +75,27 @@ async fn insert_returning(db: &Client) -> Result {
 }
 
 async fn shard_parameter(db: &Client) -> Result {
-    // snowid_next takes an int: pass an i32.
+    // snowid_next has int, bigint and double precision forms, so tokio-postgres, which lets the
+    // server infer a parameter's type, must say which one it means: cast the parameter.
+    // snippet: rust-shard-parameter
     let id: i64 = db
-        .query_one("SELECT snowid_next($1)", &[&5i32])
+        .query_one("SELECT snowid_next($1::int)", &[&5i32])
         .await?
         .get(0);
+    let id_from_i64: i64 = db
+        .query_one("SELECT snowid_next($1::bigint)", &[&(8197i64 % 8192)])
+        .await?
+        .get(0);
+    // end snippet
     ensure!(decode(id).1 == 5, "shard of {id}");
-    // An i64 does not fit the int4 parameter the server infers: the client refuses to send it.
+    ensure!(decode(id_from_i64).1 == 5, "shard of {id_from_i64}");
+    // Uncast, the server infers double precision (the form untyped parameters resolve to), and
+    // the client refuses to send an integer for it: a clear error, never a wrong shard.
     let err = db
-        .query_one("SELECT snowid_next($1)", &[&5i64])
+        .query_one("SELECT snowid_next($1)", &[&5i32])
         .await
         .err()
-        .ok_or("an i64 shard parameter should be refused")?;
+        .ok_or("an uncast i32 shard parameter should be refused by the client")?;
     ensure!(
         err.to_string().contains("error serializing parameter 0"),
         "unexpected error: {err}"
