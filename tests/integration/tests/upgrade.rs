@@ -1,0 +1,217 @@
+//! Upgrading from 0.1.0: the path users take, and the release bookkeeping that makes it exist.
+
+use snowid_integration::Cluster;
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+/// Everything about the extension's functions that a user or a dump can see: signature, body,
+/// markings, privileges and comment, one line per function, sorted.
+const CATALOG: &str = "
+    SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s',
+                             p.oid::regprocedure, pg_get_function_arguments(p.oid), p.prosrc,
+                             p.probin, p.provolatile, p.proparallel,
+                             p.proisstrict, p.proretset, pg_get_function_result(p.oid),
+                             p.proacl, obj_description(p.oid, 'pg_proc')),
+                      E'\\n' ORDER BY p.oid::regprocedure::text)
+           || E'\\n' || obj_description(e.oid, 'pg_extension')
+    FROM pg_extension e
+    JOIN pg_depend d ON d.refobjid = e.oid AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
+    JOIN pg_proc p ON p.oid = d.objid
+    WHERE e.extname = 'snowid'
+    GROUP BY e.oid";
+
+/// The extension's version: the root Cargo.toml's package version.
+fn extension_version() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    fs::read_to_string(root)
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("a version line")
+        .to_string()
+}
+
+fn connect(cluster: &Cluster, dbname: &str) -> snowid_integration::postgres::Client {
+    snowid_integration::postgres::Config::new()
+        .host("127.0.0.1")
+        .port(cluster.port)
+        .user("postgres")
+        .dbname(dbname)
+        .connect(snowid_integration::postgres::NoTls)
+        .expect("connect")
+}
+
+/// Guards against an upgrade that loses tables, breaks old defaults, or leaves the upgraded
+/// extension different from a fresh install: 0.1.0 is installed and used with this library,
+/// updated with ALTER EXTENSION, and then its old tables keep generating above their old IDs,
+/// the new functions work, its catalog entries equal a fresh install's, and a pg_dump of it
+/// restores into a new database that generates above the dumped IDs.
+#[test]
+fn from_0_1_0_to_this_version_and_through_a_dump() {
+    let cluster = Cluster::preloaded(&[]);
+    let mut admin = cluster.client();
+    for db in ["old_db", "fresh_db", "restored_db"] {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+    }
+
+    let mut old = connect(&cluster, "old_db");
+    old.batch_execute(
+        "CREATE EXTENSION snowid VERSION '0.1.0';
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowid_next(5), n int);
+         INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;",
+    )
+    .unwrap();
+    let version: String = old
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowid'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.1.0");
+    let preloaded: bool = old
+        .query_one("SELECT preloaded FROM snowid_info()", &[])
+        .unwrap()
+        .get(0);
+    assert!(preloaded, "0.1.0's snowid_info() works with this library");
+    let old_max: i64 = old.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+
+    old.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
+    let version: String = old
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowid'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, extension_version());
+
+    old.batch_execute("INSERT INTO orders (n) SELECT g FROM generate_series(1001, 2000) g")
+        .unwrap();
+    let row = old
+        .query_one(
+            "SELECT min(id) FILTER (WHERE n > 1000), count(*), count(DISTINCT id),
+                    snowid_shard(snowid_next(7::bigint)), snowid_shard_for(42),
+                    (SELECT layout FROM snowid_info()),
+                    snowid_shard(snowid_next()) BETWEEN 0 AND 8191
+             FROM orders",
+            &[],
+        )
+        .unwrap();
+    assert!(row.get::<_, i64>(0) > old_max, "old tables generate above their old IDs");
+    assert_eq!(row.get::<_, i64>(1), 2000);
+    assert_eq!(row.get::<_, i64>(2), 2000);
+    assert_eq!(row.get::<_, i32>(3), 7);
+    assert_eq!(row.get::<_, i32>(4), 4643);
+    assert_eq!(row.get::<_, String>(5), "41/13/10");
+    assert!(row.get::<_, bool>(6));
+
+    let mut fresh = connect(&cluster, "fresh_db");
+    fresh.batch_execute("CREATE EXTENSION snowid").unwrap();
+    let upgraded_catalog: String = old.query_one(CATALOG, &[]).unwrap().get(0);
+    let fresh_catalog: String = fresh.query_one(CATALOG, &[]).unwrap().get(0);
+    assert_eq!(
+        upgraded_catalog, fresh_catalog,
+        "the upgrade script makes exactly what a fresh install makes"
+    );
+
+    let dump = cluster.dir().join("old_db.dump");
+    let out = cluster
+        .server_command("pg_dump")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-Fc", "-d", "old_db", "-f"])
+        .arg(&dump)
+        .arg("-p")
+        .arg(cluster.port.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cluster
+        .server_command("pg_restore")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "restored_db", "--exit-on-error"])
+        .arg("-p")
+        .arg(cluster.port.to_string())
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut restored = connect(&cluster, "restored_db");
+    let dumped_max: i64 = restored
+        .query_one("SELECT max(id) FROM orders", &[])
+        .unwrap()
+        .get(0);
+    let new_id: i64 = restored
+        .query_one("INSERT INTO orders (n) VALUES (0) RETURNING id", &[])
+        .unwrap()
+        .get(0);
+    assert!(new_id > dumped_max, "the restored table's default generates above");
+    let default: String = restored
+        .query_one(
+            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(default, "snowid_next(5)");
+}
+
+/// Guards against a release whose version bump was forgotten somewhere: the extension's version
+/// is Cargo's (the control file takes it from there), the core crate moves with it, every earlier
+/// version kept in sql/ has a chain of upgrade scripts to it, and every upgrade script starts
+/// with the guard against being run by hand.
+#[test]
+fn versions_and_upgrade_scripts_agree() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let version = extension_version();
+    let version = version.as_str();
+    let core_toml = fs::read_to_string(root.join("core/Cargo.toml")).unwrap();
+    assert!(
+        core_toml.contains(&format!("\nversion = \"{version}\"\n")),
+        "core/Cargo.toml has version {version}"
+    );
+    let control = fs::read_to_string(root.join("snowid.control")).unwrap();
+    assert!(control.contains("default_version = '@CARGO_VERSION@'"));
+
+    let mut installs = BTreeSet::new();
+    let mut upgrades = Vec::new();
+    for entry in fs::read_dir(root.join("sql")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(stem) = name.strip_prefix("snowid--").and_then(|n| n.strip_suffix(".sql")) else {
+            continue;
+        };
+        match stem.split_once("--") {
+            Some((from, to)) => {
+                let text = fs::read_to_string(root.join("sql").join(&name)).unwrap();
+                assert!(
+                    text.starts_with(&format!(
+                        "\\echo Use \"ALTER EXTENSION snowid UPDATE TO '{to}'\" to load this file. \\quit"
+                    )),
+                    "{name} starts with the guard"
+                );
+                upgrades.push((from.to_string(), to.to_string()));
+            }
+            None => {
+                installs.insert(stem.to_string());
+            }
+        }
+    }
+    assert!(
+        !installs.contains(version),
+        "the current version's install script is generated, not kept in sql/"
+    );
+    for old in &installs {
+        let mut at = old.clone();
+        let mut steps = 0;
+        while at != version {
+            let Some((_, to)) = upgrades.iter().find(|(from, _)| *from == at) else {
+                panic!("no upgrade script from {at} (on the way from {old} to {version})");
+            };
+            at = to.clone();
+            steps += 1;
+            assert!(steps < 100, "a cycle of upgrade scripts");
+        }
+    }
+    for (from, to) in &upgrades {
+        assert!(
+            installs.contains(from) || upgrades.iter().any(|(_, t)| t == from),
+            "snowid--{from}--{to}.sql starts from a version nothing installs"
+        );
+    }
+}
