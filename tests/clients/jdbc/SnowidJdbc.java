@@ -16,7 +16,7 @@ public class SnowidJdbc {
     // EXPECTATION, flip when it changes: snowid has only snowid_next(int), so a shard sent with
     // setLong (a bigint parameter) finds no function: SQLSTATE 42883 (undefined_function).
     // Set to true once a snowid_next(bigint) exists.
-    static final boolean SNOWID_NEXT_ACCEPTS_BIGINT = false;
+    static final boolean SNOWID_NEXT_ACCEPTS_BIGINT = true;
 
     static final int BATCH = 1000;
 

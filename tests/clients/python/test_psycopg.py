@@ -2,6 +2,7 @@
 returning=True, and COPY, all into a table keyed by snowid_next(5)."""
 
 import psycopg
+from psycopg.types.numeric import Int8
 import pytest
 from conftest import assert_snowids
 
@@ -43,12 +44,13 @@ def test_every_way_of_inserting(conn, server_statements):
     assert shard == 5 and seq >= 0 and ts.tzinfo is not None
     assert shard == (order_id >> 10) & 8191 and seq == order_id & 1023
 
-    # The shard as a parameter: psycopg sends a small Python int as int2, which the server
-    # casts to snowid_next's int. (A value above int4 is sent as int8, and snowid_next(bigint)
-    # does not exist: 42883.)
+    # The shard as a parameter: psycopg sends a Python int as int2, int4 or int8 by its size,
+    # and each resolves; a shard outside 0..8191 is refused with 22003, never truncated.
     (by_param,) = conn.execute("SELECT snowid_next(%s)", [5]).fetchone()
     assert (by_param >> 10) & 8191 == 5 and by_param > order_id
-    with pytest.raises(psycopg.errors.UndefinedFunction):
+    (by_big,) = conn.execute("SELECT snowid_next(%s)", [Int8(6)]).fetchone()
+    assert (by_big >> 10) & 8191 == 6
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
         conn.execute("SELECT snowid_next(%s)", [2**40])
 
     # Server-side prepared statements: forced at once with prepare=True ...
