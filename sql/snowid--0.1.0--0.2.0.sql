@@ -11,6 +11,7 @@
 --   parameters) and a no-argument form that picks one of the server's own shards, so one DEFAULT
 --   serves every node of a cluster.
 -- - snowid_shard_for derives a shard from a key; snowid_fill_id is a trigger that does so per row.
+-- - snowid_text writes an ID as fixed-width text that sorts like the ID, for JSON.
 -- - snowid_release and snowid_resume_above hand a shard from one server to another without a
 --   duplicate, and resume above IDs the server's own high-water mark cannot know (pg_upgrade).
 -- - snowid_info and snowid_stats read better: fewer, grouped columns; server-wide figures out of
@@ -56,6 +57,14 @@ COMMENT ON FUNCTION snowid_resume_above(bigint) IS
     'Superuser: from now on every ID this server issues is dated after this ID''s millisecond, durably; for pg_upgrade, logical copies and shard hand-offs. Returns the new floor of the time base.';
 COMMENT ON FUNCTION snowid_release(int) IS
     'Superuser: stops this server issuing IDs for a shard already removed from snowid.shards, including in running statements, and returns the last ID issued for it.';
+
+-- A text form that sorts like the ID, for JSON.
+CREATE FUNCTION snowid_text(id bigint) RETURNS text
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_text_wrapper';
+
+COMMENT ON FUNCTION snowid_text(bigint) IS
+    'An ID as 19 zero-padded decimal digits: text that sorts like the ID, for JSON and JavaScript. Cast it back with ::bigint.';
 
 -- Shards from keys.
 CREATE FUNCTION snowid_shard_for(key bigint) RETURNS int

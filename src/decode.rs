@@ -107,6 +107,16 @@ COMMENT ON FUNCTION snowid_parse(bigint) IS
     requires = [snowid_timestamp, snowid_shard, snowid_seq]
 );
 
+/// An ID as 19 decimal digits, zero-padded: text that sorts like the ID, for JSON and for
+/// languages whose numbers cannot hold it (JavaScript loses IDs past 2^53).
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowid_text(id: i64) -> String {
+    if id < 0 {
+        errors::negative_id(id);
+    }
+    format!("{id:019}")
+}
+
 /// The shard of a `bigint` key, such as a user ID: a documented hash that never changes (see
 /// `snowid_core::shard_hash`). The same as the shard of the key's decimal text.
 #[pg_extern(immutable, strict, parallel_safe, name = "snowid_shard_for")]
@@ -138,6 +148,8 @@ COMMENT ON FUNCTION snowid_seq(bigint) IS
     'An ID''s sequence number (0 to 1023) within its millisecond and shard.';
 COMMENT ON FUNCTION snowid_from_timestamp(timestamptz, int, int) IS
     'The ID of a millisecond, shard and sequence number; with the defaults, the smallest ID of that millisecond, for id >= ... AND id < ... range scans and partition bounds.';
+COMMENT ON FUNCTION snowid_text(bigint) IS
+    'An ID as 19 zero-padded decimal digits: text that sorts like the ID, for JSON and JavaScript. Cast it back with ::bigint.';
 COMMENT ON FUNCTION snowid_shard_for(bigint) IS
     'The shard of a bigint key: FNV-1a 64 of its decimal text, modulo 8192. Never changes across versions.';
 COMMENT ON FUNCTION snowid_shard_for(text) IS
@@ -152,6 +164,7 @@ COMMENT ON FUNCTION snowid_shard_for(uuid) IS
         snowid_shard,
         snowid_seq,
         snowid_from_timestamp,
+        snowid_text,
         snowid_shard_for_bigint,
         snowid_shard_for_text,
         snowid_shard_for_uuid

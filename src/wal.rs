@@ -49,7 +49,7 @@ pub fn log_lease(record: &Record) {
     // insert, which copies it.
     unsafe {
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(bytes.as_mut_ptr().cast::<c_char>(), bytes.len() as _);
+        pg_sys::XLogRegisterData(bytes.as_mut_ptr() as _, bytes.len() as _);
         let lsn = pg_sys::XLogInsert(RMGR_ID as _, LEASE);
         pg_sys::XLogFlush(lsn);
     }

@@ -31,5 +31,13 @@ SELECT sqlstate_of('SELECT snowid_from_timestamp(''2026-06-01 00:00+00'', 8192)'
 SELECT sqlstate_of('SELECT snowid_from_timestamp(''2026-06-01 00:00+00'', 0, 1024)');
 SELECT sqlstate_of('SELECT snowid_from_timestamp(''2026-06-01 00:00+00'', 0, -1)');
 
+-- Text that sorts like the ID (for JSON and JavaScript), and back.
+SELECT snowid_text(8388613127), snowid_text(0), snowid_text(9223372036854775807);
+SELECT bool_and((snowid_text(a) < snowid_text(b)) = (a < b)) AS sorts_like_the_id
+FROM (SELECT (random() * 9e18)::bigint AS a, (random() * 9e18)::bigint AS b FROM generate_series(1, 10000)) s;
+SELECT snowid_text(8388613127)::bigint = 8388613127 AS round_trips;
+SELECT json_build_object('id', snowid_text(8388613127)) AS for_json;
+SELECT snowid_text(-1);
+
 -- NULL in, NULL out.
 SELECT snowid_parse(NULL) IS NULL AS parse_null, snowid_shard(NULL) IS NULL AS shard_null;
