@@ -12,8 +12,8 @@ import re
 import sys
 import textwrap
 
-FENCE = re.compile(r"^```(\w*)\s*$")
-MARK = re.compile(r"^<!--\s*(illustration|snippet:\s*(\S+))\s*-->\s*$")
+FENCE = re.compile(r"^\s*```(\w*)\s*$")
+MARK = re.compile(r"^\s*<!--\s*(illustration|snippet:\s*(\S+))\s*-->\s*$")
 
 
 def blocks(path):
@@ -28,10 +28,10 @@ def blocks(path):
         elif f:
             lang, start, body = f.group(1), i + 1, []
             i += 1
-            while i < len(lines) and not lines[i].startswith("```"):
+            while i < len(lines) and not lines[i].lstrip().startswith("```"):
                 body.append(lines[i])
                 i += 1
-            yield lang, marker, start + 1, "\n".join(body)
+            yield lang, marker, start + 1, textwrap.dedent("\n".join(body))
             marker = None
         elif lines[i].strip():
             marker = None
@@ -63,9 +63,7 @@ def region(path, name):
 def snippets(readme, root):
     checked, failures = 0, 0
     for lang, marker, line, text in blocks(readme):
-        if not marker or not marker.startswith("tests/") and "#" not in marker:
-            continue
-        if marker == "illustration":
+        if not marker or marker == "illustration":
             continue
         path, name = marker.split("#", 1)
         want = region(f"{root}/{path}", name)

@@ -653,3 +653,33 @@ fn a_replayed_record_resumes_like_the_file_would() {
         }
     );
 }
+
+#[test]
+fn every_shard_has_its_own_cell_in_shard_order() {
+    let host = Host::new();
+    let shared = host.restart();
+    assert_eq!(shared.shards().len(), crate::layout::SHARD_COUNT);
+    generator(&shared, &host).next_id(shard(4097)).unwrap();
+    assert_eq!(shared.shards()[4097].issued(), 1);
+    assert!(std::ptr::eq(&shared.shards()[4097], shared.shard(shard(4097))));
+    assert_eq!(shared.shards()[4096].issued(), 0);
+}
+
+#[test]
+fn running_ahead_is_reported_only_past_the_lead() {
+    for (behind, reported) in [(LEAD as i64, false), (LEAD as i64 + 1, true)] {
+        let host = Host::new();
+        let shared = host.restart();
+        let g = generator(&shared, &host);
+        g.next_id(shard(1)).unwrap();
+        host.wall_offset.set(host.wall_offset.get() - behind);
+        host.advance(20);
+        g.next_id(shard(1)).unwrap();
+        let ahead = host
+            .events
+            .borrow()
+            .iter()
+            .any(|e| matches!(e, Event::RunningAhead { .. }));
+        assert_eq!(ahead, reported, "the wall clock {behind} ms behind");
+    }
+}
