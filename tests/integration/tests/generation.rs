@@ -139,7 +139,8 @@ fn parallel_workers_share_the_shard_state() {
 }
 
 /// Guards against off-by-one shard checks and int overflow in the shift: 0 and 8191 encode
-/// exactly; -1, 8192 and 2^31-1 are refused in class 22 (22003) with the allowed range.
+/// exactly; -1, 8192 and 2^31-1 are refused in class 22 (22003) with the allowed range, from a
+/// report whose location is the code that raised it.
 #[test]
 fn shard_edges() {
     let cluster = Cluster::preloaded(&[]);
@@ -165,6 +166,11 @@ fn shard_edges() {
             format!("snowid shard {shard} is out of range")
         );
         assert!(db_err.detail().unwrap().contains("0 to 8191"), "{db_err:?}");
+        assert_eq!(
+            db_err.file(),
+            Some("generate.rs"),
+            "the report names the place that raised it, not the errors module"
+        );
     }
 }
 
