@@ -225,6 +225,34 @@ mod tests {
     }
 
     #[test]
+    fn a_further_step_back_is_measured_from_the_gap_already_there() {
+        let mut clocks = Clocks {
+            mono: 0,
+            wall_offset: T0,
+        };
+        let base = TimeBase::starting_at(clocks.now(), 0);
+        clocks.wall_offset -= 1_000;
+        clocks.run(&base, 50);
+        assert_eq!(base.steps_back(), 1);
+        clocks.wall_offset -= STEP_TOLERANCE_MS;
+        let seen = clocks.run(&base, 50);
+        assert!(
+            seen.iter().all(|c| c.stepped_back_ms == 0),
+            "a step within the tolerance on top of a gap is rounding: {seen:?}"
+        );
+        clocks.wall_offset -= 600;
+        let seen = clocks.run(&base, 50);
+        let steps: Vec<i64> = seen
+            .iter()
+            .map(|c| c.stepped_back_ms)
+            .filter(|&s| s > 0)
+            .collect();
+        assert_eq!(steps, [600], "the step, not the whole gap");
+        assert_eq!(base.steps_back(), 2);
+        assert_eq!(base.wall_behind_ms(), 1_000 + STEP_TOLERANCE_MS + 600);
+    }
+
+    #[test]
     fn resumes_following_once_the_wall_clock_catches_up() {
         let mut clocks = Clocks {
             mono: 0,
@@ -281,6 +309,11 @@ mod tests {
         clocks.run(&base, 20);
         base.raise_to(T0 + 600_000, clocks.now());
         assert_eq!(base.read(clocks.mono).0, T0 + 600_000);
+        assert_eq!(
+            base.wall_behind_ms(),
+            600_000 - 20,
+            "the gap is known at once, before the next comparison"
+        );
         let seen = clocks.run(&base, 100);
         assert_eq!(base.steps_back(), 0, "{seen:?}");
         assert_eq!(base.wall_behind_ms(), 600_000 - 20);

@@ -568,7 +568,16 @@ fn resuming_above_an_id_from_elsewhere_needs_no_waiting_and_survives_a_restart()
     let theirs = crate::layout::compose(now_ms(&host) + 600_000, 5, 77).unwrap();
     let floor = g.resume_above(parts(theirs)).unwrap();
     assert_eq!(floor, EPOCH + ms_of(theirs) as i64 + 1);
+    assert!(
+        shared.lease.end_ms() > (floor - EPOCH) as u64,
+        "the durable lease covers the new floor"
+    );
     let mine = g.next_id(shard(5)).unwrap();
+    assert_eq!(
+        host.persisted.borrow().len(),
+        1,
+        "the next ID needed no second lease write"
+    );
     assert!(mine > theirs);
     let other = g.next_id(shard(6)).unwrap();
     assert!(
@@ -661,7 +670,10 @@ fn every_shard_has_its_own_cell_in_shard_order() {
     assert_eq!(shared.shards().len(), crate::layout::SHARD_COUNT);
     generator(&shared, &host).next_id(shard(4097)).unwrap();
     assert_eq!(shared.shards()[4097].issued(), 1);
-    assert!(std::ptr::eq(&shared.shards()[4097], shared.shard(shard(4097))));
+    assert!(std::ptr::eq(
+        &shared.shards()[4097],
+        shared.shard(shard(4097))
+    ));
     assert_eq!(shared.shards()[4096].issued(), 0);
 }
 
@@ -682,4 +694,21 @@ fn running_ahead_is_reported_only_past_the_lead() {
             .any(|e| matches!(e, Event::RunningAhead { .. }));
         assert_eq!(ahead, reported, "the wall clock {behind} ms behind");
     }
+}
+
+#[test]
+fn every_wait_at_the_lead_is_counted() {
+    let host = Host::new();
+    let shared = host.restart();
+    let g = Generator::new(&shared, &host, EPOCH, 0);
+    g.next_id(shard(9)).unwrap();
+    host.waited.borrow_mut().clear();
+    // With no lead, a millisecond holds 1,024 IDs: 3,072 more from a frozen clock wait three
+    // times, a millisecond each.
+    for _ in 0..3 * 1024 {
+        g.next_id(shard(9)).unwrap();
+    }
+    assert_eq!(host.waited.borrow().as_slice(), [1, 1, 1]);
+    assert_eq!(shared.shard(shard(9)).waits(), 3);
+    assert_eq!(shared.shard(shard(9)).issued(), 3 * 1024 + 1);
 }
