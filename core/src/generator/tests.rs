@@ -616,9 +616,16 @@ fn resuming_refuses_a_typo_that_would_spend_the_id_space() {
         Err(Refused::TooFarAhead { .. })
     ));
     assert!(host.disk.borrow().is_none());
-    let near =
-        crate::layout::compose(now_ms(&host) + MAX_RESUME_AHEAD_MS as u64 - 10, 0, 0).unwrap();
-    assert!(g.resume_above(parts(near)).is_ok());
+    // The floor is the millisecond after the ID's: exactly a day ahead is allowed, a day and a
+    // millisecond is not.
+    let over = crate::layout::compose(now_ms(&host) + MAX_RESUME_AHEAD_MS as u64, 0, 0).unwrap();
+    assert!(matches!(
+        g.resume_above(parts(over)),
+        Err(Refused::TooFarAhead { .. })
+    ));
+    let limit =
+        crate::layout::compose(now_ms(&host) + MAX_RESUME_AHEAD_MS as u64 - 1, 0, 0).unwrap();
+    assert!(g.resume_above(parts(limit)).is_ok());
 }
 
 #[test]
