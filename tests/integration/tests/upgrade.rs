@@ -66,7 +66,10 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
     )
     .unwrap();
     let version: String = old
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowid'", &[])
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'snowid'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(version, "0.1.0");
@@ -75,11 +78,17 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
         .unwrap()
         .get(0);
     assert!(preloaded, "0.1.0's snowid_info() works with this library");
-    let old_max: i64 = old.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+    let old_max: i64 = old
+        .query_one("SELECT max(id) FROM orders", &[])
+        .unwrap()
+        .get(0);
 
     old.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
     let version: String = old
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowid'", &[])
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'snowid'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(version, extension_version());
@@ -96,7 +105,10 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
             &[],
         )
         .unwrap();
-    assert!(row.get::<_, i64>(0) > old_max, "old tables generate above their old IDs");
+    assert!(
+        row.get::<_, i64>(0) > old_max,
+        "old tables generate above their old IDs"
+    );
     assert_eq!(row.get::<_, i64>(1), 2000);
     assert_eq!(row.get::<_, i64>(2), 2000);
     assert_eq!(row.get::<_, i32>(3), 7);
@@ -116,22 +128,47 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
     let dump = cluster.dir().join("old_db.dump");
     let out = cluster
         .server_command("pg_dump")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-Fc", "-d", "old_db", "-f"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-Fc",
+            "-d",
+            "old_db",
+            "-f",
+        ])
         .arg(&dump)
         .arg("-p")
         .arg(cluster.port.to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = cluster
         .server_command("pg_restore")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "restored_db", "--exit-on-error"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "restored_db",
+            "--exit-on-error",
+        ])
         .arg("-p")
         .arg(cluster.port.to_string())
         .arg(&dump)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut restored = connect(&cluster, "restored_db");
     let dumped_max: i64 = restored
         .query_one("SELECT max(id) FROM orders", &[])
@@ -141,7 +178,10 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
         .query_one("INSERT INTO orders (n) VALUES (0) RETURNING id", &[])
         .unwrap()
         .get(0);
-    assert!(new_id > dumped_max, "the restored table's default generates above");
+    assert!(
+        new_id > dumped_max,
+        "the restored table's default generates above"
+    );
     let default: String = restored
         .query_one(
             "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass",
@@ -173,7 +213,10 @@ fn versions_and_upgrade_scripts_agree() {
     let mut upgrades = Vec::new();
     for entry in fs::read_dir(root.join("sql")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        let Some(stem) = name.strip_prefix("snowid--").and_then(|n| n.strip_suffix(".sql")) else {
+        let Some(stem) = name
+            .strip_prefix("snowid--")
+            .and_then(|n| n.strip_suffix(".sql"))
+        else {
             continue;
         };
         match stem.split_once("--") {
