@@ -69,6 +69,14 @@ pub fn missing_citus() -> Option<String> {
     else {
         return Some("pg_config does not run (see SNOWID_PG_CONFIG)".into());
     };
+    let major = pg_config("--version")
+        .map(|v| v.display().to_string())
+        .unwrap_or_default();
+    if !major.starts_with("PostgreSQL 15.") {
+        return Some(format!(
+            "not for this major: Citus is built here for Debian's PostgreSQL 15 only (scripts/citus), and this run is {major}"
+        ));
+    }
     let library = pkglibdir.join("citus.so");
     let control = sharedir.join("extension/citus.control");
     let fix = "run scripts/citus";
@@ -118,7 +126,12 @@ pub fn print_skip(module: &str, why: &str) {
         .name()
         .filter(|name| *name != "main")
         .unwrap_or(module);
-    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
+    let verb = if why.starts_with("not for this major") {
+        "not run"
+    } else {
+        "skipped"
+    };
+    let _ = writeln!(std::io::stderr(), "{test}: {verb}: {why}");
 }
 
 /// Returns from the calling test, which then passes, with a printed reason, when Citus is not

@@ -421,6 +421,13 @@ impl Drop for Cluster {
     }
 }
 
+/// Says something in every run, failing or not: it writes to the process's standard error
+/// directly, which the test harness does not capture (it captures `eprintln!`).
+pub fn say(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     Command::new("id")
