@@ -21,7 +21,7 @@ use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowid_core::epoch;
 use snowid_core::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
-use snowid_core::lease::{self, format_lsn};
+use snowid_core::lease;
 
 #[track_caller]
 fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
@@ -353,6 +353,17 @@ pub fn bad_argument(code: PgSqlErrorCode, message: String, hint: Option<&str>) -
     raise(code, message, None, hint.map(Into::into))
 }
 
+/// A catalog query that cannot fail did: an internal error, said plainly.
+#[track_caller]
+pub fn catalog_read_failed(error: &dyn std::fmt::Display) -> ! {
+    raise(
+        ERRCODE_INTERNAL_ERROR,
+        format!("snowid could not read the catalogs: {error}"),
+        None,
+        None,
+    )
+}
+
 #[track_caller]
 pub fn too_many_partitions(max_partitions: i32) -> ! {
     raise(
@@ -445,11 +456,6 @@ pub fn trigger_null_key(column: &str) -> ! {
             "Give \"{column}\" a value, or supply the ID yourself."
         )),
     )
-}
-
-/// The end of a WAL position written for humans: `1/A2B3C8`.
-pub fn lsn(lsn: u64) -> String {
-    format_lsn(lsn)
 }
 
 /// A bad setting at start-up stops the postmaster, with the reason in the log: running on with

@@ -106,7 +106,7 @@ fn check_parent(parent: &PgRelation) {
             None => Ok(None),
         }
     })
-    .unwrap_or_else(|e| panic!("reading the partition key: {e}"));
+    .unwrap_or_else(|e| errors::catalog_read_failed(&e));
     let ok = matches!(
         key,
         Some((Some(strategy), Some(1), Some(typid))) if strategy == "r" && typid == pg_sys::INT8OID
@@ -138,8 +138,8 @@ fn series(
         );
     }
     let mut bounds = vec![from_ts];
+    let mut lo = from_ts;
     loop {
-        let lo = *bounds.last().expect("starts with one bound");
         if lo.into_inner() >= to_ts.into_inner() {
             return bounds;
         }
@@ -158,6 +158,7 @@ fn series(
             );
         }
         bounds.push(hi);
+        lo = hi;
     }
 }
 
@@ -171,7 +172,13 @@ fn add(ts: TimestampWithTimeZone, step: Interval) -> TimestampWithTimeZone {
             &[ts.into_datum(), step.into_datum()],
         )
     }
-    .expect("timestamptz + interval is never null")
+    .unwrap_or_else(|| {
+        errors::bad_argument(
+            ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "a partition bound is out of range".into(),
+            None,
+        )
+    })
 }
 
 /// The suffix precisions, coarsest first: how many leading characters of `YYYYMMDD_HHMISS_MS`
@@ -241,7 +248,7 @@ fn existing_partitions(parent: &PgRelation) -> HashMap<String, String> {
         }
         Ok::<_, pgrx::spi::Error>(found)
     })
-    .unwrap_or_else(|e| panic!("reading the partitions: {e}"))
+    .unwrap_or_else(|e| errors::catalog_read_failed(&e))
 }
 
 fn relation_exists(name: &str, namespace: pg_sys::Oid) -> bool {
