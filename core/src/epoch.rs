@@ -337,6 +337,10 @@ mod tests {
             "2011-08-24 23:07:01.721+02:00",
             "2011-08-24 23:07:01.721+0200",
             "2011-08-24 16:07:01.721-05",
+            "2011-08-25 02:37:01.721+05:30",
+            "2011-08-24 22:06:01.721+00:59",
+            "2011-08-25 12:07:01.721+15:00",
+            "2011-08-24 21:06:01.721-00:01",
             " 2011-08-24 21:07:01.721000+00 ",
         ] {
             assert_eq!(parse(text), Ok(INSTAGRAM), "{text}");
@@ -360,9 +364,14 @@ mod tests {
             ("2011-02-30 00:00+00", "day 30 does not exist"),
             ("2011-13-01 00:00+00", "month 13"),
             ("2011-01-01 24:00+00", "does not exist"),
+            ("2011-01-01 23:60+00", "does not exist"),
+            ("2011-01-01 23:59:60+00", "does not exist"),
             ("2011-01-01 00:00:00.0001+00", "whole millisecond"),
             ("2011-01-01 00:00+00 junk", "unexpected"),
             ("2011-01-01 00:00+16", "not a real UTC offset"),
+            ("2011-01-01 00:00+05:60", "not a real UTC offset"),
+            ("2011-01-01 00:00:00.+00", "after the decimal point"),
+            ("2011-01-01 00:00:00.1234567+00", "after the decimal point"),
         ] {
             let err = parse(text).expect_err(text).to_string();
             assert!(err.contains(reason), "{text}: {err}");
@@ -374,6 +383,9 @@ mod tests {
         assert_eq!(format(INSTAGRAM), "2011-08-24 21:07:01.721+00");
         assert_eq!(format(0), "1970-01-01 00:00:00.000+00");
         assert_eq!(format(-1), "1969-12-31 23:59:59.999+00");
+        // The last day of a 400-year cycle, where the calendar's era arithmetic turns over.
+        assert_eq!(format(951_782_400_000), "2000-02-29 00:00:00.000+00");
+        assert_eq!(format(951_868_800_000), "2000-03-01 00:00:00.000+00");
         assert_eq!(
             format(DEFAULT_EPOCH_UNIX_MS + (1 << 40)),
             "2060-11-03 19:53:47.776+00"

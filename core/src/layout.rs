@@ -123,6 +123,17 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn the_last_stamp_on_the_last_shard_is_the_largest_bigint() {
+        assert_eq!(MAX_STAMP, stamp(MAX_MS, MAX_SEQ as u64));
+        assert_eq!(IDS_PER_MS, 1024);
+        assert_eq!(stamp_ms(MAX_STAMP), MAX_MS);
+        let last = Shard::new(MAX_SHARD).unwrap();
+        assert_eq!(last.get(), MAX_SHARD);
+        assert_eq!(Shard::new(5).map(Shard::get), Some(5));
+        assert_eq!(id_from_stamp(MAX_STAMP, last), i64::MAX);
+    }
+
+    #[test]
     fn the_layout_matches_instagrams_formula() {
         // id = (ms << 23) | (shard << 10) | seq, as published.
         let id = compose(1_387_263_000, 1341, 7).unwrap();
@@ -147,6 +158,15 @@ mod tests {
         assert_eq!(compose(0, 0, -1), None);
         assert_eq!(compose(0, 0, 1024), None);
         assert_eq!(decompose(-1), None);
+        assert_eq!(
+            decompose(0),
+            Some(Parts {
+                ms: 0,
+                shard: 0,
+                seq: 0
+            }),
+            "zero is a valid ID: the first of shard 0 in the epoch's first millisecond"
+        );
         assert_eq!(decompose(i64::MIN), None);
     }
 

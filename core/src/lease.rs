@@ -622,6 +622,25 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_ending_at_its_epoch_is_valid_and_errors_explain_themselves() {
+        let empty = Record {
+            epoch_unix_ms: EPOCH,
+            base_unix_ms: EPOCH,
+            lease_end_unix_ms: EPOCH,
+        };
+        assert_eq!(empty.check(), Ok(()));
+        assert_eq!(empty.end_ms_under(EPOCH), Some(0));
+        assert_eq!(
+            LeaseError::ChecksumMismatch.to_string(),
+            "the checksum does not match the contents"
+        );
+        assert_eq!(
+            LeaseError::MissingField("lease_end").to_string(),
+            "the field \"lease_end\" is missing"
+        );
+    }
+
+    #[test]
     fn merging_keeps_the_higher_of_each() {
         let other = Record {
             epoch_unix_ms: EPOCH - 5,
@@ -671,6 +690,24 @@ mod tests {
         assert_eq!(read(&dir), Ok(Some(later)));
         assert!(!dir.join(TEMP_NAME).exists());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_state_file_is_an_error_not_a_first_start() {
+        // Guards against treating any read failure as "no file yet", which would restart every
+        // shard from zero, below IDs already handed out.
+        let dir = std::env::temp_dir().join(format!("snowid-lease-dir-{}", std::process::id()));
+        fs::create_dir_all(dir.join(FILE_NAME)).unwrap();
+        assert!(matches!(read(&dir), Err(LeaseError::Io(_))));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_checksum_is_fnv1a_64() {
+        // Published FNV-1a 64 test vectors: files written by other builds must still check.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     proptest! {

@@ -179,6 +179,7 @@ mod tests {
     fn parses_numbers_and_ranges() {
         let set = ShardSet::parse("0-1023, 4096,5000-5099").unwrap();
         assert_eq!(set.len(), 1024 + 1 + 100);
+        assert!(!set.is_empty());
         assert!(set.contains(0) && set.contains(1023) && set.contains(4096) && set.contains(5099));
         assert!(!set.contains(1024) && !set.contains(4095) && !set.contains(5100));
         assert_eq!(set.to_string(), "0-1023,4096,5000-5099");
