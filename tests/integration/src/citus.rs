@@ -2,11 +2,11 @@
 //! [`Cluster`] of its own with snowid and Citus preloaded and its own `snowid.shards`.
 //!
 //! Citus is not part of snowid and is not always installed: `scripts/citus` builds Citus 13.2.2
-//! into Debian's PostgreSQL 15 from the source vendored next to the repository. Tests call
+//! into PostgreSQL 15 and 16 from the source vendored next to the repository. Tests call
 //! [`skip_without_citus!`](crate::skip_without_citus) first, which returns (passing) with a
-//! printed reason when Citus is missing.
+//! printed reason when Citus is missing, or on 17 and 18 (see [`CITUS_MAJORS`]).
 //!
-//! # What a loopback Citus 13.2.2 cluster on PostgreSQL 15 needs
+//! # What a loopback Citus 13.2.2 cluster needs
 //!
 //! Checked with a coordinator and two workers on 127.0.0.1, each on its own port:
 //!
@@ -17,8 +17,10 @@
 //!   `host all all 127.0.0.1/32 trust` into `pg_hba.conf`; [`CitusCluster::start`] checks that
 //!   line is there, since a password prompt between nodes would only show up as a connection
 //!   failure deep inside Citus.
-//! - TLS needs nothing: `citus.node_conninfo` defaults to `sslmode=require`, and
-//!   `CREATE EXTENSION citus` itself generates a self-signed certificate and turns `ssl` on.
+//! - TLS needs nothing: where PostgreSQL is built with OpenSSL (15 here),
+//!   `citus.node_conninfo` defaults to `sslmode=require`, and `CREATE EXTENSION citus` itself
+//!   generates a self-signed certificate and turns `ssl` on; the 16 here has no OpenSSL, and its
+//!   nodes talk in plain text.
 //! - `max_prepared_transactions` (two-phase commit across nodes) needs nothing either: at preload
 //!   Citus raises 0 to twice `max_connections` (200 here).
 //! - `wal_level = logical` only for moving shards with logical replication, which
@@ -50,6 +52,10 @@ use std::process::Command;
 
 /// The Citus release `scripts/citus` installs.
 pub const CITUS_VERSION: &str = "13.2.2";
+/// The PostgreSQL majors `scripts/citus` builds Citus for. Citus 13.2 supports 15 to 17 and not
+/// 18; the 17 here joins a 17.10 server with 17.12 headers, and a Citus compiled against those
+/// headers calls `heap_datum_check`, which the 17.10 server lacks, so it cannot load.
+pub const CITUS_MAJORS: &[u32] = &[15, 16];
 /// The extension version of every Citus 13.2.x release, in its control file.
 const CITUS_EXTENSION_VERSION: &str = "13.2-1";
 
@@ -72,14 +78,17 @@ pub fn missing_citus() -> Option<String> {
     let major = pg_config("--version")
         .map(|v| v.display().to_string())
         .unwrap_or_default();
-    if !major.starts_with("PostgreSQL 15.") {
+    if !CITUS_MAJORS
+        .iter()
+        .any(|m| major.starts_with(&format!("PostgreSQL {m}.")))
+    {
         return Some(format!(
-            "not for this major: Citus is built here for Debian's PostgreSQL 15 only (scripts/citus), and this run is {major}"
+            "not for this major: Citus {CITUS_VERSION} runs here on PostgreSQL 15 and 16 (17.10's headers are not to be had, and Citus 13.2 does not support 18), and this run is {major}"
         ));
     }
     let library = pkglibdir.join("citus.so");
     let control = sharedir.join("extension/citus.control");
-    let fix = "run scripts/citus";
+    let fix = "run scripts/citus with SNOWID_PG set to this major";
     let Ok(control_text) = fs::read_to_string(&control) else {
         return Some(format!(
             "Citus is not installed (no {}); {fix}",

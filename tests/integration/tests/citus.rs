@@ -3,7 +3,7 @@
 //! workers on loopback (see `snowid_integration::citus`). Without Citus (`scripts/citus`), each
 //! test passes after printing why it skipped.
 //!
-//! What these tests establish about Citus (13.2.2 on PostgreSQL 15):
+//! What these tests establish about Citus (13.2.2 on PostgreSQL 15 and 16):
 //! - A column `DEFAULT` is evaluated by the session that receives the `INSERT ... VALUES`,
 //!   coordinator or worker, before Citus routes the row. `DEFAULT snowid_next()` therefore takes
 //!   an ID from that node's own `snowid.shards` (and that session's own shard among them), so one
