@@ -217,6 +217,10 @@ pub fn epoch_moved_later(epoch_unix_ms: i64, recorded_epoch_unix_ms: i64) -> ! {
     )
 }
 
+/// The way out when the high-water mark file cannot be trusted.
+const RESUME_ABOVE_HINT: &str = "As a superuser, resume above the highest ID this cluster issued: \
+     SELECT snowid_resume_above(max(id)) FROM <each table keyed by snowid>.";
+
 #[track_caller]
 pub fn state_unreadable() -> ! {
     raise(
@@ -230,11 +234,7 @@ pub fn state_unreadable() -> ! {
              IDs."
                 .into(),
         ),
-        Some(
-            "As a superuser, resume above the highest ID this cluster issued: SELECT \
-             snowid_resume_above(max(id)) FROM <each table keyed by snowid>."
-                .into(),
-        ),
+        Some(RESUME_ABOVE_HINT.into()),
     )
 }
 
@@ -251,11 +251,7 @@ pub fn state_stale() -> ! {
              copy, and IDs issued after it was written could be issued again."
                 .into(),
         ),
-        Some(
-            "As a superuser, resume above the highest ID this cluster issued: SELECT \
-             snowid_resume_above(max(id)) FROM <each table keyed by snowid>."
-                .into(),
-        ),
+        Some(RESUME_ABOVE_HINT.into()),
     )
 }
 
