@@ -55,7 +55,7 @@ pub const CITUS_VERSION: &str = "13.2.2";
 /// The PostgreSQL majors `scripts/citus` builds Citus for. Citus 13.2 supports 15 to 17 and not
 /// 18; the 17 here joins a 17.10 server with 17.12 headers, and a Citus compiled against those
 /// headers calls `heap_datum_check`, which the 17.10 server lacks, so it cannot load.
-pub const CITUS_MAJORS: &[u32] = &[15, 16];
+pub const CITUS_MAJORS: [u32; 2] = [15, 16];
 /// The extension version of every Citus 13.2.x release, in its control file.
 const CITUS_EXTENSION_VERSION: &str = "13.2-1";
 
@@ -82,8 +82,9 @@ pub fn missing_citus() -> Option<String> {
         .iter()
         .any(|m| major.starts_with(&format!("PostgreSQL {m}.")))
     {
+        let majors = CITUS_MAJORS.map(|m| m.to_string()).join(" and ");
         return Some(format!(
-            "not for this major: Citus {CITUS_VERSION} runs here on PostgreSQL 15 and 16 (17.10's headers are not to be had, and Citus 13.2 does not support 18), and this run is {major}"
+            "not for this major: Citus {CITUS_VERSION} runs here on PostgreSQL {majors} (17.10's headers are not to be had, and Citus 13.2 does not support 18), and this run is {major}"
         ));
     }
     let library = pkglibdir.join("citus.so");
