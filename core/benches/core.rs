@@ -6,10 +6,10 @@
 
 use divan::{black_box, Bencher};
 use snowid_core::clock::{sample_patiently, SystemClock};
-use snowid_core::generator::{Generator, Shared};
-use snowid_core::host::{Clock, Event, Interrupted, LeaseStore, Report, Wait};
+use snowid_core::durable::{Change, DurableState, Header};
+use snowid_core::generator::{FastIssue, Generator, Shared};
+use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 use snowid_core::layout::Shard;
-use snowid_core::lease::{Record, Start};
 use snowid_core::shard_state::issue;
 use snowid_core::time_base::TimeBase;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +45,7 @@ fn monotonic_clock_read(b: Bencher) {
 }
 
 /// The machine's clock with a store that never needs to wait: the protocol as PostgreSQL runs
-/// it, minus the WAL and the file.
+/// it, minus the WAL and the pages.
 struct Bench;
 
 impl Clock for Bench {
@@ -57,13 +57,15 @@ impl Clock for Bench {
         SystemClock.wall_ms()
     }
 }
-impl LeaseStore for Bench {
+impl DurableStore for Bench {
     type Error = ();
-    type Guard = ();
-    fn try_lock(&self) -> Option<()> {
-        Some(())
+    fn claimer(&self) -> u32 {
+        1
     }
-    fn persist(&self, _: &Record) -> Result<(), ()> {
+    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, ()> {
+        Ok(DurableState::new(Header::fresh(epoch_unix_ms)))
+    }
+    fn persist(&self, _: &Change) -> Result<(), ()> {
         Ok(())
     }
 }
@@ -80,11 +82,23 @@ impl Report for Bench {
 const EPOCH: i64 = 1_767_225_600_000;
 
 fn shared() -> Box<Shared> {
-    let start = Start::Resume {
-        base_floor_unix_ms: 0,
-        lease_end_ms: 0,
-    };
-    Box::new(Shared::start(sample_patiently(&SystemClock), &start))
+    Box::new(Shared::new(sample_patiently(&SystemClock)))
+}
+
+/// The fast path alone, on one shard: what `snowid_next(5)` runs inside PostgreSQL.
+#[divan::bench]
+fn try_issue_one_shard(b: Bencher) {
+    let shared = shared();
+    let generator = Generator::new(&shared, &Bench, EPOCH, 1000);
+    generator.next_id(Shard::new(5).unwrap()).unwrap();
+    let shard = Shard::new(5).unwrap();
+    b.bench_local(|| {
+        let mono = SystemClock.monotonic_ms();
+        match shared.try_issue(shard, mono, EPOCH, 1000) {
+            FastIssue::Issued(id) | FastIssue::Renew(id) => id,
+            FastIssue::Slow => generator.next_id(shard).unwrap_or(0),
+        }
+    });
 }
 
 #[divan::bench]

@@ -1,59 +1,75 @@
-//! The issuing protocol: how a caller gets the next ID for a shard, and how the shared state is
-//! seeded at start-up, raised by WAL replay, and raised on purpose to resume above known IDs.
+//! The issuing protocol: how a caller gets the next ID for a shard, how the shared state comes
+//! from the durable one, and how the durable state changes.
 //!
-//! The hot path ([`Generator::next_id`]) is one monotonic clock read, a few loads from
-//! read-mostly cache lines, one CAS on the shard's stamp, and the arithmetic. It leaves for a
-//! cold path only when:
-//! - a comparison of the time base with the wall clock is due (every 10 ms, one caller);
-//! - the stamp it got is within [`RENEW_AHEAD_MS`] of the lease's end: that caller renews the
-//!   lease if nobody else is already doing so, while everyone else carries on under the current
-//!   one;
-//! - the next stamp is not covered by the lease (the renewal fell behind, or the server just
-//!   started): the caller writes the lease itself, or waits interruptibly for the one writing it;
-//! - the shard has run `max_lead` ahead of the time base: the caller waits for the clock.
+//! The fast path, [`Shared::try_issue`], is one monotonic clock read (the caller's), the time
+//! base (two loads), the lease end (one load), the shard's stamp (one load) and one CAS, plus
+//! the arithmetic. It never writes anything but the stamp, never waits and never fails: anything
+//! out of the ordinary sends the caller to [`Generator::next_id`], the slow path, which:
+//! - compares the time base with the wall clock when that is due (every 10 ms, one caller);
+//! - loads the durable state into shared memory, once after every start or crash restart;
+//! - refuses while the state is fenced, or when `snowid.epoch` is later than the earliest epoch;
+//! - makes a longer lease durable when the next stamp is not covered, or waits interruptibly
+//!   for the caller already doing so;
+//! - waits for the clock when the shard has run `max_lead` ahead of the time base.
 //!
-//! The order that makes restarts safe: a lease is made durable ([`LeaseStore::persist`]) before
-//! it is published to other callers, and no stamp past the published lease is ever issued.
+//! A caller whose stamp comes within [`RENEW_AHEAD_MS`] of the lease's end renews the lease
+//! ([`Generator::renew_ahead`]) if nobody else is, so that the others never wait for the write.
+//!
+//! Changes of the durable state (a lease, a release, a resume, the state's creation) are made by
+//! the holder of the writer's claim, one shared atomic taken by CAS: a caller that finds it held
+//! never blocks on it. A change is made durable ([`DurableStore::persist`]) before it is
+//! published to other callers, and no stamp past the published lease is ever issued. After a
+//! failed change the claim backs off (10 ms, doubling to a second), so that a failing store is
+//! tried by one caller at a time, not by every caller.
 
 use crate::clock::{self, Sample};
-use crate::host::{Clock, Event, Interrupted, LeaseStore, Report, Wait};
-use crate::layout::{id_from_stamp, stamp, stamp_ms, Parts, Shard, MAX_SEQ, SHARD_COUNT};
-use crate::lease::{Record, Start, RENEW_AHEAD_MS};
+use crate::durable::{Change, DurableState, Fence};
+use crate::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
+#[cfg(not(loom))]
+use crate::layout::SHARD_COUNT;
+use crate::layout::{id_from_stamp, stamp, stamp_ms, Parts, Shard, MAX_MS, MAX_SEQ, SEQ_BITS};
 use crate::shard_state::{self, issue, Refusal, ShardCell};
-use crate::sync::{AtomicI64, AtomicU64, AtomicU8};
-use crate::time_base::TimeBase;
-use std::sync::atomic::Ordering::Relaxed;
+use crate::sync::{AtomicI64, AtomicU32, AtomicU64, AtomicU8};
+use crate::time_base::{Forward, TimeBase};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+/// How much time beyond what is needed one lease covers.
+pub const LEASE_WINDOW_MS: u64 = 1500;
+/// How long before the lease runs out an issuing caller renews it, so that the others never wait
+/// for the write. Under sustained load that is one write per `LEASE_WINDOW_MS - RENEW_AHEAD_MS`.
+pub const RENEW_AHEAD_MS: u64 = 500;
+const _: () = assert!(RENEW_AHEAD_MS < LEASE_WINDOW_MS);
 /// At most one report of each kind of [`Event`] per this many milliseconds.
 pub const REPORT_EVERY_MS: i64 = 60_000;
 /// How far ahead of the clock [`Generator::resume_above`] may move the time base: far enough for
 /// a server whose clock is hours behind, not so far that a typo spends years of the ID space.
 pub const MAX_RESUME_AHEAD_MS: i64 = 86_400_000;
+/// The back-off after a failed change: the first, and the longest.
+pub const BACKOFF_FIRST_MS: i64 = 10;
+pub const BACKOFF_MAX_MS: i64 = 1000;
+/// The exclusive upper bound of every lease: the first millisecond that would set the sign bit.
+const END_OF_TIME_MS: u64 = MAX_MS + 1;
+/// Shard cells in the shared state: one per shard, or a handful in the model-checked tests,
+/// whose every atomic loom tracks.
+#[cfg(not(loom))]
+const CELLS: usize = SHARD_COUNT;
+#[cfg(loom)]
+const CELLS: usize = 4;
 
-/// Why the server does not generate at all (decided at start-up or by WAL replay).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotGenerating {
-    /// `snowid.epoch` is later than the epoch IDs were issued under.
-    EpochMovedLater { recorded_epoch_unix_ms: i64 },
-    /// The state file could not be read or trusted (the start-up log says why).
-    StateUnreadable,
-    /// The state file is older than the data directory.
-    StateStale,
-}
-
-/// Why no ID was issued.
+/// Why no ID was issued, or no change made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused<E> {
     /// The next ID would need the sign bit.
     Exhausted,
     /// The time base reads earlier than the epoch.
-    ClockBeforeEpoch {
-        base_unix_ms: i64,
-    },
-    /// The shard was released on this server.
+    ClockBeforeEpoch { base_unix_ms: i64 },
+    /// The shard was released, here or on the server whose WAL this one replayed.
     Released,
-    NotGenerating(NotGenerating),
-    /// The lease could not be made durable, so nothing past the old one was issued.
+    /// Generation is fenced until a superuser resumes above the IDs already issued.
+    Fenced(Fence),
+    /// `snowid.epoch` is later than the earliest epoch IDs were issued under.
+    EpochMovedLater { recorded_epoch_unix_ms: i64 },
+    /// The durable state could not be read or changed, so nothing depending on it was done.
     Persist(E),
     /// A wait was cancelled.
     Interrupted,
@@ -70,33 +86,47 @@ impl<E> From<Interrupted> for Refused<E> {
     }
 }
 
-/// The lease as generation sees it, on its own cache line.
+/// Whether the server generates, as far as the shared state knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The durable state has not been loaded since the server (re)started.
+    NotLoaded,
+    Generating,
+    Fenced(Fence),
+    EpochMovedLater {
+        recorded_epoch_unix_ms: i64,
+    },
+}
+
+const NOT_LOADED: u8 = 0;
+const GENERATING: u8 = 1;
+const FENCED: u8 = 2;
+const EPOCH_MOVED_LATER: u8 = 3;
+
+/// The lease as generation sees it: the first two fields are read on every call, the rest
+/// only on the slow path.
 #[repr(C, align(64))]
 pub struct LeaseState {
-    /// Exclusive end of the durable lease, in milliseconds since the epoch.
+    /// Exclusive end of the durable lease, as a time field (0: nothing may be issued).
     end_ms: AtomicU64,
     /// An issued stamp at or past this millisecond renews the lease.
     renew_at_ms: AtomicU64,
+    status: AtomicU8,
+    fence: AtomicU8,
+    recorded_epoch_unix_ms: AtomicI64,
     /// The highest time base recorded with a lease, in Unix milliseconds.
     persisted_base_unix_ms: AtomicI64,
-    /// Leases made durable since start.
+    /// Changes made durable since start (the state's creation aside).
     writes: AtomicU64,
-    /// 0: generate; otherwise a [`NotGenerating`] code.
-    not_generating: AtomicU8,
-    /// The epoch of the record that made the server refuse, for the error message.
-    recorded_epoch_unix_ms: AtomicI64,
 }
 
-const GENERATING: u8 = 0;
-const EPOCH_MOVED_LATER: u8 = 1;
-const STATE_UNREADABLE: u8 = 2;
-const STATE_STALE: u8 = 3;
-
 impl LeaseState {
-    /// Exclusive end of the durable lease, in milliseconds since the epoch (0: none yet).
+    /// Exclusive end of the durable lease, as a time field (0: none). An acquire load, paired
+    /// with the release in [`LeaseState::publish`]: whoever sees a lease also sees what was
+    /// done before it was published (shards seeded, the time base raised).
     #[inline]
     pub fn end_ms(&self) -> u64 {
-        self.end_ms.load(Relaxed)
+        self.end_ms.load(Acquire)
     }
 
     #[inline]
@@ -106,37 +136,45 @@ impl LeaseState {
 
     /// Publishes a lease that is already durable. Never lowers anything.
     fn publish(&self, end_ms: u64, base_unix_ms: i64) {
+        let end_ms = end_ms.min(END_OF_TIME_MS);
         self.persisted_base_unix_ms.fetch_max(base_unix_ms, Relaxed);
         self.renew_at_ms
             .fetch_max(end_ms.saturating_sub(RENEW_AHEAD_MS), Relaxed);
-        self.end_ms.fetch_max(end_ms, Relaxed);
+        self.end_ms.fetch_max(end_ms, Release);
     }
 
-    /// Why the server does not generate, if it does not.
-    pub fn not_generating(&self) -> Option<NotGenerating> {
-        match self.not_generating.load(Relaxed) {
-            GENERATING => None,
-            EPOCH_MOVED_LATER => Some(NotGenerating::EpochMovedLater {
+    /// Whether the server generates. An acquire load, paired with the release in
+    /// `set_status`.
+    pub fn status(&self) -> Status {
+        match self.status.load(Acquire) {
+            NOT_LOADED => Status::NotLoaded,
+            GENERATING => Status::Generating,
+            FENCED => Status::Fenced(
+                Fence::from_code(self.fence.load(Relaxed)).unwrap_or(Fence::Unreadable),
+            ),
+            _ => Status::EpochMovedLater {
                 recorded_epoch_unix_ms: self.recorded_epoch_unix_ms.load(Relaxed),
-            }),
-            STATE_UNREADABLE => Some(NotGenerating::StateUnreadable),
-            _ => Some(NotGenerating::StateStale),
+            },
         }
     }
 
-    fn refuse(&self, why: NotGenerating) {
-        let code = match why {
-            NotGenerating::EpochMovedLater {
+    fn set_status(&self, status: Status) {
+        let code = match status {
+            Status::NotLoaded => NOT_LOADED,
+            Status::Generating => GENERATING,
+            Status::Fenced(fence) => {
+                self.fence.store(fence.code(), Relaxed);
+                FENCED
+            }
+            Status::EpochMovedLater {
                 recorded_epoch_unix_ms,
             } => {
                 self.recorded_epoch_unix_ms
                     .store(recorded_epoch_unix_ms, Relaxed);
                 EPOCH_MOVED_LATER
             }
-            NotGenerating::StateUnreadable => STATE_UNREADABLE,
-            NotGenerating::StateStale => STATE_STALE,
         };
-        self.not_generating.store(code, Relaxed);
+        self.status.store(code, Release);
     }
 
     /// The highest time base recorded with a lease, in Unix milliseconds.
@@ -144,33 +182,94 @@ impl LeaseState {
         self.persisted_base_unix_ms.load(Relaxed)
     }
 
-    /// Leases made durable since start.
+    /// Changes made durable since start.
     pub fn writes(&self) -> u64 {
         self.writes.load(Relaxed)
+    }
+}
+
+/// The right to change the durable state, taken by CAS and never waited on while held.
+#[repr(C, align(64))]
+struct WriterClaim {
+    /// The holder's [`DurableStore::claimer`] number, or 0.
+    owner: AtomicU32,
+    /// Failed changes in a row, and the monotonic time before which nobody tries again.
+    failures: AtomicU32,
+    retry_at_ms: AtomicI64,
+}
+
+/// The claim, held: released when dropped. Dropped while unwinding from an error (PostgreSQL
+/// raises errors through it), it counts as a failure.
+pub struct Claimed<'a> {
+    claim: &'a WriterClaim,
+    who: u32,
+    mono_ms: i64,
+}
+
+impl WriterClaim {
+    /// Takes the claim, with acquire ordering: the holder sees everything earlier holders did.
+    fn try_take(&self, who: u32, mono_ms: i64) -> Option<Claimed<'_>> {
+        self.owner
+            .compare_exchange(0, who, Acquire, Relaxed)
+            .ok()
+            .map(|_| Claimed {
+                claim: self,
+                who,
+                mono_ms,
+            })
+    }
+
+    /// How long until the next try after a failure, if that is in the future.
+    fn backing_off(&self, mono_ms: i64) -> Option<u64> {
+        let wait = self.retry_at_ms.load(Relaxed) - mono_ms;
+        (wait > 0).then_some(wait as u64)
+    }
+
+    fn failed(&self, mono_ms: i64) {
+        let failures = self.failures.fetch_add(1, Relaxed).min(16);
+        let backoff = (BACKOFF_FIRST_MS << failures).min(BACKOFF_MAX_MS);
+        self.retry_at_ms.store(mono_ms + backoff, Relaxed);
+    }
+
+    fn succeeded(&self) {
+        self.failures.store(0, Relaxed);
+        self.retry_at_ms.store(0, Relaxed);
+    }
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.claim.failed(self.mono_ms);
+        }
+        let _ = self
+            .claim
+            .owner
+            .compare_exchange(self.who, 0, Release, Relaxed);
     }
 }
 
 /// Rate limits for reports, in monotonic milliseconds of the last one of each kind.
 #[repr(C, align(64))]
 struct ReportClock {
-    step_back: AtomicI64,
-    ahead: AtomicI64,
+    last: [AtomicI64; 4],
 }
 
 impl ReportClock {
-    fn new() -> Self {
-        ReportClock {
-            step_back: AtomicI64::new(i64::MIN / 2),
-            ahead: AtomicI64::new(i64::MIN / 2),
+    fn restart(&self) {
+        for last in &self.last {
+            last.store(i64::MIN / 2, Relaxed);
         }
     }
 
     /// Whether an event may be reported now: at most one of each kind per [`REPORT_EVERY_MS`].
     fn allow(&self, event: &Event, mono_ms: i64) -> bool {
-        let last = match event {
-            Event::ClockSteppedBack { .. } => &self.step_back,
-            Event::RunningAhead { .. } => &self.ahead,
-        };
+        let last = &self.last[match event {
+            Event::ClockSteppedBack { .. } => 0,
+            Event::RunningAhead { .. } => 1,
+            Event::ForwardStepFollowed { .. } => 2,
+            Event::ForwardGlitchIgnored { .. } => 3,
+        }];
         let previous = last.load(Relaxed);
         mono_ms - previous >= REPORT_EVERY_MS
             && last
@@ -179,13 +278,28 @@ impl ReportClock {
     }
 }
 
-/// Everything snowid shares between processes: plain atomics, valid at any address.
+/// Everything snowid shares between processes: plain atomics, valid at any address, and valid
+/// when all zero ("nothing loaded yet"), so a host may place it in zeroed memory and call
+/// [`Shared::restart`].
 #[repr(C)]
 pub struct Shared {
     pub time_base: TimeBase,
     pub lease: LeaseState,
+    claim: WriterClaim,
     reports: ReportClock,
-    shards: [ShardCell; SHARD_COUNT],
+    shards: [ShardCell; CELLS],
+}
+
+/// What the fast path did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastIssue {
+    /// Issued this ID.
+    Issued(i64),
+    /// Issued this ID, whose stamp is due to renew the lease: call
+    /// [`Generator::renew_ahead`].
+    Renew(i64),
+    /// Issued nothing: call [`Generator::next_id`].
+    Slow,
 }
 
 /// The stamp just below a lease end: a shard seeded with it issues next at or past the end.
@@ -197,44 +311,38 @@ fn floor_below(end_ms: u64) -> u64 {
 }
 
 impl Shared {
-    /// The state for a (re)start of shared memory, from what [`crate::lease::start`] decided.
-    pub fn start(now: Sample, start: &Start) -> Shared {
-        let (base_floor, end_ms, not_generating) = match *start {
-            Start::Resume {
-                base_floor_unix_ms,
-                lease_end_ms,
-            } => (base_floor_unix_ms, lease_end_ms, None),
-            Start::EpochMovedLater {
-                recorded_epoch_unix_ms,
-            } => (
-                i64::MIN,
-                0,
-                Some(NotGenerating::EpochMovedLater {
-                    recorded_epoch_unix_ms,
-                }),
-            ),
-            Start::Unreadable { .. } => (i64::MIN, 0, Some(NotGenerating::StateUnreadable)),
-            Start::Stale { .. } => (i64::MIN, 0, Some(NotGenerating::StateStale)),
+    /// Shared state for a server that has just started: nothing loaded, the time base at the
+    /// wall clock.
+    pub fn new(now: Sample) -> Shared {
+        let shared = Shared {
+            time_base: TimeBase::starting_at(now, i64::MIN),
+            lease: LeaseState {
+                end_ms: AtomicU64::new(0),
+                renew_at_ms: AtomicU64::new(0),
+                status: AtomicU8::new(NOT_LOADED),
+                fence: AtomicU8::new(0),
+                recorded_epoch_unix_ms: AtomicI64::new(0),
+                persisted_base_unix_ms: AtomicI64::new(0),
+                writes: AtomicU64::new(0),
+            },
+            claim: WriterClaim {
+                owner: AtomicU32::new(0),
+                failures: AtomicU32::new(0),
+                retry_at_ms: AtomicI64::new(0),
+            },
+            reports: ReportClock {
+                last: std::array::from_fn(|_| AtomicI64::new(0)),
+            },
+            shards: std::array::from_fn(|_| ShardCell::starting_after(0)),
         };
-        let lease = LeaseState {
-            end_ms: AtomicU64::new(0),
-            renew_at_ms: AtomicU64::new(0),
-            persisted_base_unix_ms: AtomicI64::new(0),
-            writes: AtomicU64::new(0),
-            not_generating: AtomicU8::new(GENERATING),
-            recorded_epoch_unix_ms: AtomicI64::new(0),
-        };
-        lease.publish(end_ms, base_floor.max(0));
-        if let Some(why) = not_generating {
-            lease.refuse(why);
-        }
-        let floor = floor_below(end_ms);
-        Shared {
-            time_base: TimeBase::starting_at(now, base_floor),
-            lease,
-            reports: ReportClock::new(),
-            shards: std::array::from_fn(|_| ShardCell::starting_after(floor)),
-        }
+        shared.restart(now);
+        shared
+    }
+
+    /// Sets up state whose memory is all zero, as [`Shared::new`] would leave it.
+    pub fn restart(&self, now: Sample) {
+        self.time_base.restart(now, i64::MIN);
+        self.reports.restart();
     }
 
     /// A shard's state.
@@ -248,29 +356,90 @@ impl Shared {
         &self.shards
     }
 
-    /// Applies a lease record replayed from WAL (on a standby, in crash recovery, in a restore):
-    /// every shard resumes above it and the time base at or above its base, as after a restart.
-    /// A record from a later epoch stops generation.
-    pub fn replay(&self, record: &Record, epoch_unix_ms: i64, now: Sample) {
-        match crate::lease::resume_from(record, epoch_unix_ms) {
-            Start::Resume {
-                base_floor_unix_ms,
-                lease_end_ms,
-            } => {
-                self.lease.publish(lease_end_ms, base_floor_unix_ms);
-                self.time_base.raise_to(base_floor_unix_ms, now);
-                let floor = floor_below(lease_end_ms);
-                for cell in self.shards.iter() {
-                    cell.raise_floor(floor);
-                }
+    /// The fast path: an ID for `shard` if nothing out of the ordinary stands in the way, given
+    /// the monotonic clock, the epoch and the permitted lead. No waiting, no error, no write
+    /// but the shard's stamp.
+    #[inline(always)]
+    pub fn try_issue(
+        &self,
+        shard: Shard,
+        mono_ms: i64,
+        epoch_unix_ms: i64,
+        max_lead_ms: u64,
+    ) -> FastIssue {
+        // The lease first: its acquire load makes the time base and the shard's stamp read below
+        // at least as new as when the lease was published (raised by a load or a resume).
+        let end_ms = self.lease.end_ms();
+        let (base_unix_ms, compare_due) = self.time_base.read(mono_ms);
+        // Before the epoch, the cast wraps far past MAX_MS: one test covers both ends of time.
+        let now_ms = base_unix_ms.wrapping_sub(epoch_unix_ms) as u64;
+        if compare_due | (now_ms > MAX_MS) {
+            return FastIssue::Slow;
+        }
+        // The first millisecond this call may not use: past the lead, or past the lease (whose
+        // end is 0 until the durable state is loaded, and never past the end of time).
+        let limit_ms = (now_ms + max_lead_ms + 1).min(end_ms);
+        let cell = &self.shard(shard).stamp;
+        let mut last = cell.load(Relaxed);
+        loop {
+            // A released shard's stamp has a bit far above every millisecond: it fails the limit.
+            let next = (last + 1).max(now_ms << SEQ_BITS);
+            if stamp_ms(next) >= limit_ms {
+                return FastIssue::Slow;
             }
-            Start::EpochMovedLater {
-                recorded_epoch_unix_ms,
-            } => self.lease.refuse(NotGenerating::EpochMovedLater {
-                recorded_epoch_unix_ms,
-            }),
-            Start::Unreadable { .. } | Start::Stale { .. } => {
-                self.lease.refuse(NotGenerating::StateUnreadable)
+            match cell.compare_exchange_weak(last, next, Relaxed, Relaxed) {
+                Ok(_) => {
+                    let id = id_from_stamp(next, shard);
+                    return if stamp_ms(next) >= self.lease.renew_at_ms() {
+                        FastIssue::Renew(id)
+                    } else {
+                        FastIssue::Issued(id)
+                    };
+                }
+                Err(current) => last = current,
+            }
+        }
+    }
+
+    /// Lets go of the writer's claim if `who` holds it: for a process that exits without
+    /// unwinding (PostgreSQL's FATAL).
+    pub fn release_claim_of(&self, who: u32) {
+        let _ = self.claim.owner.compare_exchange(who, 0, Release, Relaxed);
+    }
+
+    /// Seeds the shared state from the durable one, and says whether the server generates.
+    fn publish_loaded(&self, state: &DurableState, epoch_unix_ms: i64, now: Sample) {
+        let header = &state.header;
+        if !header.allows_epoch(epoch_unix_ms) {
+            self.lease.set_status(Status::EpochMovedLater {
+                recorded_epoch_unix_ms: header.epoch_unix_ms,
+            });
+            return;
+        }
+        // Every old ID's time field is below the lease end under the earliest epoch, and so
+        // below it under this one, which is no later.
+        let end_ms = header
+            .end_ms_under(epoch_unix_ms)
+            .unwrap_or(END_OF_TIME_MS)
+            .min(END_OF_TIME_MS);
+        self.time_base.raise_to(header.base_unix_ms, now);
+        // A released shard issued nothing after its last ID, which its cell keeps, so that
+        // snowid_stats() shows it; every other shard resumes past the lease.
+        let floor = floor_below(end_ms);
+        for (n, cell) in self.shards.iter().enumerate() {
+            if header.released.contains(n) {
+                let last = crate::layout::decompose(state.last_ids[n])
+                    .map_or(0, |p| stamp(p.ms, p.seq as u64));
+                cell.mark_released(last);
+            } else {
+                cell.raise_floor(floor);
+            }
+        }
+        match header.fence {
+            Some(fence) => self.lease.set_status(Status::Fenced(fence)),
+            None => {
+                self.lease.publish(end_ms, header.base_unix_ms);
+                self.lease.set_status(Status::Generating);
             }
         }
     }
@@ -284,7 +453,7 @@ pub struct Generator<'a, H> {
     max_lead_ms: u64,
 }
 
-impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
+impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     #[inline]
     pub fn new(shared: &'a Shared, host: &'a H, epoch_unix_ms: i64, max_lead_ms: u64) -> Self {
         Generator {
@@ -296,45 +465,84 @@ impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
     }
 
     /// The next ID for a shard: greater than every ID issued for that shard before it.
-    #[inline]
     pub fn next_id(&self, shard: Shard) -> Result<i64, Refused<H::Error>> {
-        let cell = self.shared.shard(shard);
         loop {
             let mono_ms = self.host.monotonic_ms();
-            let (base_unix_ms, compare_due) = self.shared.time_base.read(mono_ms);
-            if compare_due {
-                self.compare_with_wall_clock();
+            match self
+                .shared
+                .try_issue(shard, mono_ms, self.epoch_unix_ms, self.max_lead_ms)
+            {
+                FastIssue::Issued(id) => return Ok(id),
+                FastIssue::Renew(id) => {
+                    self.renew_ahead(id);
+                    return Ok(id);
+                }
+                FastIssue::Slow => {}
             }
-            let Ok(now_ms) = u64::try_from(base_unix_ms - self.epoch_unix_ms) else {
-                return Err(Refused::ClockBeforeEpoch { base_unix_ms });
-            };
-            match issue(
-                &cell.stamp,
-                now_ms,
-                self.max_lead_ms,
-                self.shared.lease.end_ms(),
-            ) {
-                Ok(stamp) => {
-                    cell.count_issued();
-                    let issued_ms = stamp_ms(stamp);
-                    if issued_ms >= self.shared.lease.renew_at_ms() {
-                        self.renew_ahead(issued_ms);
-                    }
-                    return Ok(id_from_stamp(stamp, shard));
-                }
-                Err(Refusal::Ahead { wait_ms }) => {
-                    cell.count_wait();
-                    self.host.wait(wait_ms)?;
-                }
-                Err(Refusal::BeyondLease { needed_ms }) => self.cover(needed_ms)?,
-                Err(Refusal::Exhausted) => return Err(Refused::Exhausted),
-                Err(Refusal::Released) => return Err(Refused::Released),
+            if let Some(id) = self.slow_step(shard, mono_ms)? {
+                return Ok(id);
             }
         }
     }
 
-    /// Lets the time base follow the wall clock, and reports (rate-limited) a backward step or
-    /// a base further ahead of the wall clock than the permitted lead.
+    /// Whatever kept the fast path from issuing: issues if it can, or deals with one obstacle
+    /// and returns `None` for the caller to try again.
+    #[cold]
+    #[inline(never)]
+    fn slow_step(&self, shard: Shard, mono_ms: i64) -> Result<Option<i64>, Refused<H::Error>> {
+        if self.shared.time_base.read(mono_ms).1 {
+            self.compare_with_wall_clock();
+        }
+        // The status first, with an acquire load: once it says "generating", the time base read
+        // after it is at least as new as when that was said.
+        match self.shared.lease.status() {
+            Status::Generating => {}
+            Status::NotLoaded => {
+                self.load()?;
+                return Ok(None);
+            }
+            Status::Fenced(fence) => return Err(Refused::Fenced(fence)),
+            Status::EpochMovedLater {
+                recorded_epoch_unix_ms,
+            } => {
+                return Err(Refused::EpochMovedLater {
+                    recorded_epoch_unix_ms,
+                })
+            }
+        }
+        let (base_unix_ms, _) = self.shared.time_base.read(mono_ms);
+        let Ok(now_ms) = u64::try_from(base_unix_ms - self.epoch_unix_ms) else {
+            return Err(Refused::ClockBeforeEpoch { base_unix_ms });
+        };
+        let cell = self.shared.shard(shard);
+        match issue(
+            &cell.stamp,
+            now_ms,
+            self.max_lead_ms,
+            self.shared.lease.end_ms(),
+        ) {
+            Ok(stamp) => {
+                let id = id_from_stamp(stamp, shard);
+                if stamp_ms(stamp) >= self.shared.lease.renew_at_ms() {
+                    self.renew_ahead(id);
+                }
+                Ok(Some(id))
+            }
+            Err(Refusal::Ahead { wait_ms }) => {
+                cell.count_wait();
+                self.host.wait(wait_ms)?;
+                Ok(None)
+            }
+            Err(Refusal::BeyondLease { needed_ms }) => {
+                self.cover(needed_ms, mono_ms)?;
+                Ok(None)
+            }
+            Err(Refusal::Exhausted) => Err(Refused::Exhausted),
+            Err(Refusal::Released) => Err(Refused::Released),
+        }
+    }
+
+    /// Lets the time base follow the wall clock, and reports (rate-limited) what it found.
     #[cold]
     #[inline(never)]
     fn compare_with_wall_clock(&self) {
@@ -344,7 +552,7 @@ impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
         let Some(found) = self.shared.time_base.compare(now) else {
             return;
         };
-        let mut events = [None, None];
+        let mut events = [None, None, None];
         if found.stepped_back_ms > 0 {
             events[0] = Some(Event::ClockSteppedBack {
                 ms: found.stepped_back_ms,
@@ -356,6 +564,16 @@ impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
                 behind_ms: found.wall_behind_ms,
             });
         }
+        events[2] = found.forward.map(|forward| match forward {
+            Forward::Followed {
+                ms,
+                confirmed_after_ms,
+            } => Event::ForwardStepFollowed {
+                ms,
+                confirmed_after_ms,
+            },
+            Forward::Ignored { ms, lasted_ms } => Event::ForwardGlitchIgnored { ms, lasted_ms },
+        });
         for event in events.into_iter().flatten() {
             if self.shared.reports.allow(&event, now.mono_ms) {
                 self.host.report(event);
@@ -363,32 +581,99 @@ impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
         }
     }
 
-    /// Renews the lease before it runs out, if no one else is doing so. The stamp that triggered
-    /// it is already covered, so a failure here is left for the caller that really needs the
-    /// longer lease, which will meet it as an error.
+    /// The writer's claim, if it is free.
+    fn try_claim(&self) -> Option<Claimed<'a>> {
+        self.shared
+            .claim
+            .try_take(self.host.claimer(), self.host.monotonic_ms())
+    }
+
+    /// The writer's claim, waiting (interruptibly) while another caller holds it.
+    fn claim(&self) -> Result<Claimed<'a>, Refused<H::Error>> {
+        loop {
+            match self.try_claim() {
+                Some(claimed) => return Ok(claimed),
+                None => self.host.wait(1)?,
+            }
+        }
+    }
+
+    /// Makes a change durable, counting the outcome for the back-off.
+    fn persist(&self, change: &Change, claimed: &Claimed) -> Result<(), Refused<H::Error>> {
+        match self.host.persist(change) {
+            Ok(()) => {
+                self.shared.claim.succeeded();
+                self.shared.lease.writes.fetch_add(1, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.shared.claim.failed(claimed.mono_ms);
+                Err(Refused::Persist(e))
+            }
+        }
+    }
+
+    /// Loads the durable state into shared memory (the store creates it if there is none).
+    #[cold]
+    fn load(&self) -> Result<(), Refused<H::Error>> {
+        let claimed = self.claim()?;
+        self.load_claimed(&claimed)
+    }
+
+    fn load_claimed(&self, claimed: &Claimed) -> Result<(), Refused<H::Error>> {
+        if self.shared.lease.status() != Status::NotLoaded {
+            return Ok(());
+        }
+        let state = match self.host.load(self.epoch_unix_ms) {
+            Ok(state) => state,
+            Err(e) => {
+                self.shared.claim.failed(claimed.mono_ms);
+                return Err(Refused::Persist(e));
+            }
+        };
+        self.shared.publish_loaded(
+            &state,
+            self.epoch_unix_ms,
+            clock::sample_patiently(self.host),
+        );
+        Ok(())
+    }
+
+    /// Renews the lease before it runs out, if no one else is doing so and the last attempt did
+    /// not fail a moment ago. `id`'s stamp is already covered, so a failure here is left for the
+    /// caller that really needs the longer lease.
     #[cold]
     #[inline(never)]
-    fn renew_ahead(&self, issued_ms: u64) {
-        if let Some(_writer) = self.host.try_lock() {
+    pub fn renew_ahead(&self, id: i64) {
+        let issued_ms = crate::layout::decompose(id).map_or(0, |p| p.ms);
+        if self
+            .shared
+            .claim
+            .backing_off(self.host.monotonic_ms())
+            .is_some()
+        {
+            return;
+        }
+        if let Some(claimed) = self.try_claim() {
             if issued_ms >= self.shared.lease.renew_at_ms() {
-                let _ = self.write_lease(issued_ms);
+                let _ = self.write_lease(issued_ms, &claimed);
             }
         }
     }
 
     /// Makes the lease cover `needed_ms`: writes a longer one, unless another caller already
-    /// did; while another caller is writing, waits a millisecond (interruptibly) so the loop can
-    /// retry.
+    /// did; while another caller is writing, or after a failure, waits (interruptibly) so that
+    /// the loop can retry.
     #[cold]
     #[inline(never)]
-    fn cover(&self, needed_ms: u64) -> Result<(), Refused<H::Error>> {
-        if let Some(why) = self.shared.lease.not_generating() {
-            return Err(Refused::NotGenerating(why));
+    fn cover(&self, needed_ms: u64, mono_ms: i64) -> Result<(), Refused<H::Error>> {
+        if let Some(wait_ms) = self.shared.claim.backing_off(mono_ms) {
+            return Ok(self.host.wait(wait_ms)?);
         }
-        match self.host.try_lock() {
-            Some(_writer) => {
+        match self.try_claim() {
+            Some(claimed) => {
                 if self.shared.lease.end_ms() <= needed_ms {
-                    self.write_lease(needed_ms).map_err(Refused::Persist)?;
+                    self.write_lease(needed_ms, &claimed)?;
                 }
                 Ok(())
             }
@@ -397,42 +682,42 @@ impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
     }
 
     /// Writes a lease covering `needed_ms` and a window more: durable first, then published.
-    /// The caller holds the writer's lock.
-    fn write_lease(&self, needed_ms: u64) -> Result<(), H::Error> {
+    fn write_lease(&self, needed_ms: u64, claimed: &Claimed) -> Result<(), Refused<H::Error>> {
         let (base_unix_ms, _) = self.shared.time_base.read(self.host.monotonic_ms());
-        let record = Record::extended(self.epoch_unix_ms, base_unix_ms, needed_ms);
-        self.host.persist(&record)?;
-        self.publish(&record);
+        let end_ms = needed_ms
+            .saturating_add(LEASE_WINDOW_MS + 1)
+            .min(END_OF_TIME_MS);
+        self.persist(
+            &Change::Lease {
+                epoch_unix_ms: self.epoch_unix_ms,
+                base_unix_ms,
+                lease_end_unix_ms: self.epoch_unix_ms + end_ms as i64,
+            },
+            claimed,
+        )?;
+        self.shared.lease.publish(end_ms, base_unix_ms);
         Ok(())
     }
 
-    fn publish(&self, record: &Record) {
-        if let Some(end_ms) = record.end_ms_under(self.epoch_unix_ms) {
-            self.shared.lease.publish(end_ms, record.base_unix_ms);
-            self.shared.lease.writes.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// Resumes above a known ID (given decoded), for IDs issued where this server's own lease cannot know them
-    /// (a `pg_upgrade`, a logical copy, a shard handed over from another server): afterwards
-    /// every shard's next ID is dated after `id`'s millisecond, and `id`'s shard (taken back if
-    /// it was released here) issues above `id`. The time base moves forward to the millisecond
-    /// after `id`'s if it is behind it, and the new floor is made durable before this returns.
-    /// A state file that could not be trusted is trusted again afterwards: this is the way out
-    /// of those refusals. Returns the time base's new floor in Unix milliseconds.
+    /// Resumes above a known ID (given decoded), for IDs issued where this server's state cannot
+    /// know them (a `pg_upgrade`, a logical copy, a shard handed over from another server, a
+    /// state fenced as stale or unreadable): afterwards every shard's next ID is dated after
+    /// `id`'s millisecond, `id`'s shard (taken back if it was released) issues above `id`, and
+    /// the fence, if any, is lifted. The time base moves forward to the millisecond after
+    /// `id`'s if it is behind it, and all of it is durable before this returns. Returns the time
+    /// base's new floor in Unix milliseconds.
     pub fn resume_above(&self, above: Parts) -> Result<i64, Refused<H::Error>> {
-        if let Some(why @ NotGenerating::EpochMovedLater { .. }) =
-            self.shared.lease.not_generating()
+        let claimed = self.claim()?;
+        self.load_claimed(&claimed)?;
+        if let Status::EpochMovedLater {
+            recorded_epoch_unix_ms,
+        } = self.shared.lease.status()
         {
-            return Err(Refused::NotGenerating(why));
+            return Err(Refused::EpochMovedLater {
+                recorded_epoch_unix_ms,
+            });
         }
         let floor_unix_ms = self.epoch_unix_ms + above.ms as i64 + 1;
-        let writer = loop {
-            match self.host.try_lock() {
-                Some(writer) => break writer,
-                None => self.host.wait(1)?,
-            }
-        };
         let now = clock::sample_patiently(self.host);
         let (base_unix_ms, _) = self.shared.time_base.read(now.mono_ms);
         let now_unix_ms = base_unix_ms.max(now.wall_ms);
@@ -443,29 +728,44 @@ impl<'a, H: Clock + LeaseStore + Wait + Report> Generator<'a, H> {
             });
         }
         let new_base = base_unix_ms.max(floor_unix_ms);
-        let covered_ms = (new_base - self.epoch_unix_ms) as u64;
-        let record = Record::extended(
-            self.epoch_unix_ms,
-            new_base,
-            covered_ms.max(self.shared.lease.end_ms()),
-        );
-        self.host.persist(&record).map_err(Refused::Persist)?;
+        let covered_ms = ((new_base - self.epoch_unix_ms) as u64).max(self.shared.lease.end_ms());
+        let end_ms = covered_ms
+            .saturating_add(LEASE_WINDOW_MS + 1)
+            .min(END_OF_TIME_MS);
+        // Parts that came from an ID always make one again.
+        let above_id = crate::layout::compose(above.ms, above.shard, above.seq).unwrap_or(0);
+        self.persist(
+            &Change::Resume {
+                above_id,
+                epoch_unix_ms: self.epoch_unix_ms,
+                base_unix_ms: new_base,
+                lease_end_unix_ms: self.epoch_unix_ms + end_ms as i64,
+            },
+            &claimed,
+        )?;
         self.shared.time_base.raise_to(new_base, now);
-        self.publish(&record);
         if let Some(shard) = Shard::new(above.shard) {
-            let floor = stamp(above.ms, above.seq as u64);
-            shard_state::reclaim(&self.shared.shard(shard).stamp, floor);
+            shard_state::reclaim(
+                &self.shared.shard(shard).stamp,
+                stamp(above.ms, above.seq as u64),
+            );
         }
-        self.shared.lease.not_generating.store(GENERATING, Relaxed);
-        drop(writer);
+        self.shared.lease.publish(end_ms, new_base);
+        self.shared.lease.set_status(Status::Generating);
         Ok(new_base)
     }
 
-    /// Releases a shard on this server: from the moment this returns, no caller issues another
-    /// ID for it, including callers already running. Returns the last ID issued for it, or, if
-    /// none was issued since the server started, an ID above every one issued before.
-    pub fn release(&self, shard: Shard) -> i64 {
-        id_from_stamp(shard_state::release(&self.shared.shard(shard).stamp), shard)
+    /// Releases a shard, durably: from the moment this is called no caller here issues another
+    /// ID for it, including callers already running, and once it returns no server that replays
+    /// this one's WAL (a standby, a restore, a promoted standby) issues it either, until it is
+    /// taken back. Returns the last ID issued for it, or, if none was issued since the server
+    /// started, an ID above every one issued before.
+    pub fn release(&self, shard: Shard) -> Result<i64, Refused<H::Error>> {
+        let claimed = self.claim()?;
+        self.load_claimed(&claimed)?;
+        let last_id = id_from_stamp(shard_state::release(&self.shared.shard(shard).stamp), shard);
+        self.persist(&Change::Release { shard, last_id }, &claimed)?;
+        Ok(last_id)
     }
 }
 

@@ -1,10 +1,10 @@
 //! What the issuing protocol needs from the world around it, as small traits.
 //!
-//! Inside PostgreSQL the extension implements them with the system clocks, an LWLock, the WAL
-//! and the state file, latch waits, and the server log. The tests implement them with simulated
+//! Inside PostgreSQL the extension implements them with the system clocks, the buffer manager
+//! and the WAL, latch waits, and the server log. The tests implement them with simulated
 //! clocks and stores that fail or "crash" on purpose.
 
-use crate::lease::Record;
+use crate::durable::{Change, DurableState};
 
 /// The two clocks, in milliseconds (see [`crate::clock`]).
 pub trait Clock {
@@ -14,21 +14,25 @@ pub trait Clock {
     fn wall_ms(&self) -> i64;
 }
 
-/// Durable storage for the lease.
-pub trait LeaseStore {
-    /// Why a record could not be made durable.
+/// Where the durable state lives (see [`crate::durable`]). Inside PostgreSQL: pages in the
+/// buffer manager, changed by WAL records; in the tests, a simulated disk.
+pub trait DurableStore {
+    /// Why the state could not be read or changed.
     type Error;
-    /// Held while the lease is being written; dropping it lets another writer in.
-    type Guard;
 
-    /// Takes the right to write the lease without waiting, or `None` while another caller holds
-    /// it. Callers that cannot take it never block on it: they carry on under the current lease,
-    /// or wait interruptibly (see [`Wait`]).
-    fn try_lock(&self) -> Option<Self::Guard>;
+    /// This process, as holder of the writer's claim: a number other than 0 that no other live
+    /// process uses.
+    fn claimer(&self) -> u32;
 
-    /// Makes `record` durable before returning. Inside PostgreSQL: a WAL record, flushed, then the
-    /// state file, fsynced. Only after this returns may the lease it describes be used.
-    fn persist(&self, record: &Record) -> Result<(), Self::Error>;
+    /// The state as the last durable change left it. If there is none yet, creates it durably
+    /// first (fresh under `epoch_unix_ms`, carried over from an older version, or fenced, as
+    /// the store finds fit) and returns that.
+    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, Self::Error>;
+
+    /// Makes a change durable before returning: inside PostgreSQL, its WAL record is flushed,
+    /// and on the synchronous standbys if there are any. Only after this returns may anything
+    /// that depends on the change be used.
+    fn persist(&self, change: &Change) -> Result<(), Self::Error>;
 }
 
 /// A wait was ended early, by a cancel or a timeout.
@@ -50,6 +54,12 @@ pub enum Event {
     ClockSteppedBack { ms: i64, behind_ms: i64 },
     /// The time base is `behind_ms` ahead of the wall clock, more than `snowid.max_lead`.
     RunningAhead { behind_ms: i64 },
+    /// The wall clock stepped forward by `ms` and stayed there for `confirmed_after_ms`: the time
+    /// base now follows it.
+    ForwardStepFollowed { ms: i64, confirmed_after_ms: i64 },
+    /// The wall clock jumped forward by up to `ms` and came back within `lasted_ms`: the time
+    /// base never followed it.
+    ForwardGlitchIgnored { ms: i64, lasted_ms: i64 },
 }
 
 /// Where [`Event`]s go: inside PostgreSQL, the server log only, never the client.

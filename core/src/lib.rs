@@ -7,20 +7,26 @@
 //! - [`shard_state`]: one shard's 64-bit stamp, advanced lock-free.
 //! - [`shard_set`]: the shards a server owns.
 //! - [`shard_hash`]: the stable hash from a key to a shard.
-//! - [`lease`]: the durable high-water mark: its record, text and binary forms, and its file.
-//! - [`generator`]: the issuing protocol. What differs inside PostgreSQL (clocks, durable
-//!   storage, waiting, logging) sits behind the small traits in [`host`], and the protocol is
-//!   generic over them, so it compiles to straight-line code with no dynamic dispatch.
+//! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
+//!   fence), the changes that make it up, and their byte forms in WAL records and pages.
+//! - [`legacy`]: the state files of 0.1.0 and 0.2.0, and 0.2.0's WAL records, read once to
+//!   carry a cluster over.
+//! - [`generator`]: the issuing protocol: the fast path, and the slow one that loads the durable
+//!   state, renews the lease, releases, resumes and refuses. What differs inside PostgreSQL
+//!   (clocks, durable storage, waiting, logging) sits behind the small traits in [`host`], and
+//!   the protocol is generic over them, so it compiles to straight-line code with no dynamic
+//!   dispatch.
 //!
 //! The extension crate places [`generator::Shared`] in PostgreSQL's shared memory and supplies
 //! the traits; everything here is tested without a server.
 
 pub mod clock;
+pub mod durable;
 pub mod epoch;
 pub mod generator;
 pub mod host;
 pub mod layout;
-pub mod lease;
+pub mod legacy;
 pub mod shard_hash;
 pub mod shard_set;
 pub mod shard_state;

@@ -50,10 +50,37 @@ impl ShardSet {
         ShardSet([u64::MAX; WORDS])
     }
 
+    pub fn empty() -> ShardSet {
+        ShardSet([0; WORDS])
+    }
+
+    /// The set from its bitmap: bit `n % 64` of word `n / 64` is shard `n`.
+    pub fn from_words(words: [u64; WORDS]) -> ShardSet {
+        ShardSet(words)
+    }
+
+    /// The set's bitmap.
+    pub fn words(&self) -> &[u64; WORDS] {
+        &self.0
+    }
+
+    pub fn insert(&mut self, shard: usize) {
+        self.0[shard / 64] |= 1 << (shard % 64);
+    }
+
+    pub fn remove(&mut self, shard: usize) {
+        self.0[shard / 64] &= !(1 << (shard % 64));
+    }
+
+    /// The shards in the set, in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..SHARD_COUNT).filter(|&shard| self.contains(shard))
+    }
+
     /// Parses a comma-separated list of shard numbers and inclusive ranges. Blank means no
     /// shard. The error says what is wrong, fit for a setting's detail line.
     pub fn parse(text: &str) -> Result<ShardSet, ShardSetError> {
-        let mut set = ShardSet([0; WORDS]);
+        let mut set = ShardSet::empty();
         if text.trim().is_empty() {
             return Ok(set);
         }
@@ -66,7 +93,7 @@ impl ShardSet {
                 return Err(ShardSetError::Backwards(item.into()));
             }
             for shard in low..=high {
-                set.0[shard / 64] |= 1 << (shard % 64);
+                set.insert(shard);
             }
         }
         Ok(set)
@@ -222,6 +249,20 @@ mod tests {
         live.replace(&ShardSet::parse("7").unwrap());
         assert!(live.contains(7) && !live.contains(8191) && !live.contains(0));
         assert_eq!(live.snapshot(), ShardSet::parse("7").unwrap());
+    }
+
+    #[test]
+    fn shards_go_in_and_out_and_the_bitmap_round_trips() {
+        let mut set = ShardSet::empty();
+        set.insert(8191);
+        set.insert(64);
+        set.insert(64);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [64, 8191]);
+        assert_eq!(ShardSet::from_words(*set.words()), set);
+        set.remove(64);
+        set.remove(3);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [8191]);
+        assert_eq!(set.words()[127], 1 << 63);
     }
 
     proptest! {

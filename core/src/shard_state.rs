@@ -43,13 +43,13 @@ pub enum Refusal {
     Released,
 }
 
-/// One shard's state, alone on its cache line: the last issued stamp, and counters that only
-/// the callers who just changed that line touch.
+/// One shard's state, alone on its cache line: the last issued stamp, and a counter of waits
+/// that only callers already on the slow path touch. (How many IDs a shard issued is counted by
+/// each process on its own, off the shared line: see the extension's `counters`.)
 #[repr(C, align(64))]
 pub struct ShardCell {
     /// The last stamp issued on the shard, possibly with [`RELEASED`] set.
     pub stamp: AtomicU64,
-    issued: AtomicU64,
     waits: AtomicU64,
 }
 
@@ -58,25 +58,13 @@ impl ShardCell {
     pub fn starting_after(last: u64) -> ShardCell {
         ShardCell {
             stamp: AtomicU64::new(last),
-            issued: AtomicU64::new(0),
             waits: AtomicU64::new(0),
         }
-    }
-
-    /// Counts an issued ID. The line is already exclusively ours after the CAS.
-    #[inline]
-    pub fn count_issued(&self) {
-        self.issued.fetch_add(1, Relaxed);
     }
 
     /// Counts a wait at the lead bound.
     pub fn count_wait(&self) {
         self.waits.fetch_add(1, Relaxed);
-    }
-
-    /// IDs issued since start.
-    pub fn issued(&self) -> u64 {
-        self.issued.load(Relaxed)
     }
 
     /// Waits at the lead bound since start.
@@ -93,6 +81,22 @@ impl ShardCell {
     /// Raises the floor: the next stamp is above `floor`. Leaves a release in place.
     pub fn raise_floor(&self, floor: u64) {
         self.stamp.fetch_max(floor, Relaxed);
+    }
+
+    /// Marks the shard released, with its last stamp at least `last`: how a released shard
+    /// comes back from the durable state.
+    pub fn mark_released(&self, last: u64) {
+        let mut word = self.stamp.load(Relaxed);
+        loop {
+            let next = (word & !RELEASED).max(last) | RELEASED;
+            match self
+                .stamp
+                .compare_exchange_weak(word, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return,
+                Err(current) => word = current,
+            }
+        }
     }
 }
 
@@ -277,6 +281,16 @@ mod tests {
         release(&cell.stamp);
         cell.raise_floor(stamp(70, 0));
         assert_eq!(cell.last(), (stamp(60, 3), true));
+
+        let cell = ShardCell::starting_after(stamp(50, 0));
+        cell.mark_released(stamp(40, 1));
+        assert_eq!(cell.last(), (stamp(50, 0), true), "never lowered");
+        cell.mark_released(stamp(90, 1));
+        assert_eq!(cell.last(), (stamp(90, 1), true));
+        assert_eq!(
+            issue(&cell.stamp, 100, 1000, NO_LEASE),
+            Err(Refusal::Released)
+        );
     }
 
     #[test]

@@ -2,6 +2,6 @@
 //! that the model-checked tests (`tests/loom.rs`) explore every interleaving of the real code.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, AtomicU8};
+pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8};
+pub(crate) use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8};

@@ -1,4 +1,5 @@
-//! The time base: the wall clock, except that it never steps backwards.
+//! The time base: the wall clock, except that it never steps backwards, and follows a forward
+//! step only once the step has lasted.
 //!
 //! Generation reads the monotonic clock, which never jumps, and adds a shared offset:
 //! `base = monotonic + offset`. The offset only ever grows, so the base never goes back and,
@@ -6,16 +7,22 @@
 //!
 //! Every [`CHECK_INTERVAL_MS`] one caller (whichever wins a CAS on the due time) compares the
 //! base with a fresh [`Sample`] of the wall clock:
-//! - wall clock ahead (a forward step, or catching up after a backward one): the offset grows so
-//!   that the base follows it;
+//! - wall clock within [`FORWARD_TOLERANCE_MS`] ahead (ordinary drift, or catching up after a
+//!   backward step): the offset grows so that the base follows it at once;
+//! - wall clock further ahead (a forward step): the base keeps its pace until the step has been
+//!   seen for [`CONFIRM_FORWARD_MS`], then jumps to the wall clock. A step that reverts before
+//!   that (an NTP misstep, a VM restored to an image with the wrong time) is a glitch: it is
+//!   never followed, so no ID, lease or restart carries its date. A sustained step (a VM resumed
+//!   from suspend, whose monotonic clock stood still) is followed within about a second;
 //! - wall clock behind (a backward step, or a restart with the clock set back): the base carries
 //!   on at real-time rate from where it was, until the wall clock catches up. A sudden growth of
 //!   that gap is reported as a backward step.
 //!
-//! The base can also be raised on purpose ([`TimeBase::raise_to`]): to a replayed or recorded
-//! base, or to resume above IDs issued elsewhere. That is a forward step, never a backward one.
+//! The base can also be raised on purpose ([`TimeBase::raise_to`]): to a recorded base, or to
+//! resume above IDs issued elsewhere. That is a forward step, never a backward one.
 //!
-//! So the hot path costs one clock read and two loads from a line that is almost never written.
+//! So reading the base costs one clock read and two loads from a line that only the comparison,
+//! every [`CHECK_INTERVAL_MS`], writes.
 
 use crate::clock::Sample;
 use crate::sync::{AtomicI64, AtomicU64};
@@ -25,6 +32,11 @@ use std::sync::atomic::Ordering::Relaxed;
 pub const CHECK_INTERVAL_MS: i64 = 10;
 /// A jump of the wall clock behind the base smaller than this is rounding, not a step.
 pub const STEP_TOLERANCE_MS: i64 = 5;
+/// How far ahead of the base the wall clock may be and still be followed at once.
+pub const FORWARD_TOLERANCE_MS: i64 = 5;
+/// How long a forward step must last before the base follows it.
+pub const CONFIRM_FORWARD_MS: i64 = 1000;
+const NONE: i64 = i64::MIN;
 
 /// The shared time base. All values are milliseconds.
 #[repr(C, align(64))]
@@ -37,6 +49,13 @@ pub struct TimeBase {
     wall_behind_ms: AtomicI64,
     /// Backward steps of the wall clock seen since start.
     steps_back: AtomicU64,
+    /// The monotonic time a forward step not yet followed was first seen ([`NONE`]: there is
+    /// none), and the most it has been ahead since.
+    ahead_since_ms: AtomicI64,
+    ahead_peak_ms: AtomicI64,
+    /// Forward steps followed, and glitches ignored, since start.
+    steps_forward: AtomicU64,
+    glitches: AtomicU64,
 }
 
 /// What a comparison with the wall clock found.
@@ -46,19 +65,49 @@ pub struct Comparison {
     pub wall_behind_ms: i64,
     /// How far the wall clock stepped back since the last comparison (0 when it did not).
     pub stepped_back_ms: i64,
+    /// A forward step this comparison followed or gave up on.
+    pub forward: Option<Forward>,
+}
+
+/// The fate of a forward step of the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// It lasted, and the base now follows it.
+    Followed { ms: i64, confirmed_after_ms: i64 },
+    /// It reverted before it was confirmed: the base never followed it.
+    Ignored { ms: i64, lasted_ms: i64 },
 }
 
 impl TimeBase {
     /// A base that starts at the wall clock, or at `floor_unix_ms` if the wall clock is behind
     /// it (the persisted base of an earlier run).
     pub fn starting_at(now: Sample, floor_unix_ms: i64) -> TimeBase {
-        let start = now.wall_ms.max(floor_unix_ms);
-        TimeBase {
-            offset_ms: AtomicI64::new(start - now.mono_ms),
-            next_check_ms: AtomicI64::new(now.mono_ms + CHECK_INTERVAL_MS),
-            wall_behind_ms: AtomicI64::new(start - now.wall_ms),
+        let base = TimeBase {
+            offset_ms: AtomicI64::new(0),
+            next_check_ms: AtomicI64::new(0),
+            wall_behind_ms: AtomicI64::new(0),
             steps_back: AtomicU64::new(0),
-        }
+            ahead_since_ms: AtomicI64::new(NONE),
+            ahead_peak_ms: AtomicI64::new(0),
+            steps_forward: AtomicU64::new(0),
+            glitches: AtomicU64::new(0),
+        };
+        base.restart(now, floor_unix_ms);
+        base
+    }
+
+    /// Starts the base afresh, as [`TimeBase::starting_at`] does, in place.
+    pub fn restart(&self, now: Sample, floor_unix_ms: i64) {
+        let start = now.wall_ms.max(floor_unix_ms);
+        self.offset_ms.store(start - now.mono_ms, Relaxed);
+        self.next_check_ms
+            .store(now.mono_ms + CHECK_INTERVAL_MS, Relaxed);
+        self.wall_behind_ms.store(start - now.wall_ms, Relaxed);
+        self.steps_back.store(0, Relaxed);
+        self.ahead_since_ms.store(NONE, Relaxed);
+        self.ahead_peak_ms.store(0, Relaxed);
+        self.steps_forward.store(0, Relaxed);
+        self.glitches.store(0, Relaxed);
     }
 
     /// The base in Unix milliseconds at monotonic time `mono_ms`, and whether a comparison with
@@ -69,8 +118,9 @@ impl TimeBase {
         (base, mono_ms >= self.next_check_ms.load(Relaxed))
     }
 
-    /// Compares the base with the wall clock and follows it forward. Only one caller per
-    /// interval does the work; the others get `None`.
+    /// Compares the base with the wall clock and follows it forward (at once for drift, after
+    /// [`CONFIRM_FORWARD_MS`] for a step). Only one caller per interval does the work; the others
+    /// get `None`.
     pub fn compare(&self, now: Sample) -> Option<Comparison> {
         let due = self.next_check_ms.load(Relaxed);
         if now.mono_ms < due
@@ -81,13 +131,17 @@ impl TimeBase {
         {
             return None;
         }
+        let ahead = now.wall_ms - (now.mono_ms + self.offset_ms.load(Relaxed));
+        let forward = if ahead > FORWARD_TOLERANCE_MS {
+            self.pending_step(now, ahead)
+        } else {
+            if ahead > 0 {
+                self.follow(now);
+            }
+            self.forget_step(now)
+        };
         let base = now.mono_ms + self.offset_ms.load(Relaxed);
         let behind = (base - now.wall_ms).max(0);
-        if behind == 0 {
-            // fetch_max, not store: a comparer that was descheduled here must not pull the base
-            // back below what a later comparer (or a raise) already set.
-            self.offset_ms.fetch_max(now.wall_ms - now.mono_ms, Relaxed);
-        }
         let before = self.wall_behind_ms.swap(behind, Relaxed);
         let stepped_back_ms = if behind - before > STEP_TOLERANCE_MS {
             behind - before
@@ -100,6 +154,58 @@ impl TimeBase {
         Some(Comparison {
             wall_behind_ms: behind,
             stepped_back_ms,
+            forward,
+        })
+    }
+
+    /// Lets the base jump to the wall clock. `fetch_max`, not a store: a comparer that was
+    /// descheduled must not pull the base back below what a later comparer (or a raise) set.
+    fn follow(&self, now: Sample) {
+        self.offset_ms.fetch_max(now.wall_ms - now.mono_ms, Relaxed);
+    }
+
+    /// The wall clock is `ahead` of the base by more than drift: starts timing the step, or
+    /// follows it once it has lasted.
+    fn pending_step(&self, now: Sample, ahead: i64) -> Option<Forward> {
+        let since = self.ahead_since_ms.load(Relaxed);
+        if since == NONE {
+            if self
+                .ahead_since_ms
+                .compare_exchange(NONE, now.mono_ms, Relaxed, Relaxed)
+                .is_ok()
+            {
+                self.ahead_peak_ms.store(ahead, Relaxed);
+            }
+            return None;
+        }
+        self.ahead_peak_ms.fetch_max(ahead, Relaxed);
+        let lasted_ms = now.mono_ms - since;
+        if lasted_ms < CONFIRM_FORWARD_MS
+            || self
+                .ahead_since_ms
+                .compare_exchange(since, NONE, Relaxed, Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        self.follow(now);
+        self.steps_forward.fetch_add(1, Relaxed);
+        Some(Forward::Followed {
+            ms: ahead,
+            confirmed_after_ms: lasted_ms,
+        })
+    }
+
+    /// The wall clock is back near the base: a step still pending was a glitch.
+    fn forget_step(&self, now: Sample) -> Option<Forward> {
+        let since = self.ahead_since_ms.swap(NONE, Relaxed);
+        if since == NONE {
+            return None;
+        }
+        self.glitches.fetch_add(1, Relaxed);
+        Some(Forward::Ignored {
+            ms: self.ahead_peak_ms.load(Relaxed),
+            lasted_ms: now.mono_ms - since,
         })
     }
 
@@ -123,6 +229,16 @@ impl TimeBase {
     /// Backward steps of the wall clock seen since start.
     pub fn steps_back(&self) -> u64 {
         self.steps_back.load(Relaxed)
+    }
+
+    /// Forward steps followed since start.
+    pub fn steps_forward(&self) -> u64 {
+        self.steps_forward.load(Relaxed)
+    }
+
+    /// Forward glitches ignored since start.
+    pub fn glitches(&self) -> u64 {
+        self.glitches.load(Relaxed)
     }
 }
 
@@ -167,7 +283,7 @@ mod tests {
     const T0: i64 = 1_800_000_000_000;
 
     #[test]
-    fn follows_the_wall_clock_forward() {
+    fn follows_drift_at_once_and_a_forward_step_once_it_has_lasted() {
         let mut clocks = Clocks {
             mono: 5_000,
             wall_offset: T0 - 5_000,
@@ -175,14 +291,67 @@ mod tests {
         let base = TimeBase::starting_at(clocks.now(), 0);
         clocks.run(&base, 100);
         assert_eq!(base.read(clocks.mono).0, clocks.wall());
-        clocks.wall_offset += 60_000;
+        clocks.wall_offset += FORWARD_TOLERANCE_MS;
         clocks.run(&base, CHECK_INTERVAL_MS);
+        assert_eq!(base.read(clocks.mono).0, clocks.wall(), "drift is followed");
+
+        // A VM resumed from suspend: the wall clock is a minute ahead, for good.
+        clocks.wall_offset += 60_000;
+        let before = base.read(clocks.mono).0;
+        let seen = clocks.run(&base, CONFIRM_FORWARD_MS - CHECK_INTERVAL_MS);
+        assert_eq!(
+            base.read(clocks.mono).0 - before,
+            CONFIRM_FORWARD_MS - CHECK_INTERVAL_MS,
+            "real-time rate while the step is unconfirmed"
+        );
+        assert!(seen.iter().all(|c| c.forward.is_none()));
+        let seen = clocks.run(&base, 2 * CHECK_INTERVAL_MS);
         assert_eq!(
             base.read(clocks.mono).0,
             clocks.wall(),
-            "a forward step is followed"
+            "followed within a second"
         );
-        assert_eq!(base.steps_back(), 0);
+        let followed: Vec<_> = seen.iter().filter_map(|c| c.forward).collect();
+        assert!(
+            matches!(followed[..], [Forward::Followed { ms: 60_000, confirmed_after_ms }] if confirmed_after_ms >= CONFIRM_FORWARD_MS),
+            "{followed:?}"
+        );
+        assert_eq!(
+            (base.steps_forward(), base.glitches(), base.steps_back()),
+            (1, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_forward_glitch_that_reverts_is_never_followed() {
+        // Guards against a wall clock that jumps a day ahead for half a second (an NTP misstep):
+        // followed at once, it would date every later ID, lease and restart a day ahead.
+        let mut clocks = Clocks {
+            mono: 0,
+            wall_offset: T0,
+        };
+        let base = TimeBase::starting_at(clocks.now(), 0);
+        clocks.run(&base, 50);
+        clocks.wall_offset += 86_400_000;
+        let mut seen = clocks.run(&base, 500);
+        assert_eq!(base.read(clocks.mono).0, clocks.wall() - 86_400_000);
+        clocks.wall_offset -= 86_400_000;
+        seen.extend(clocks.run(&base, 3 * CONFIRM_FORWARD_MS));
+        assert_eq!(
+            base.read(clocks.mono).0,
+            clocks.wall(),
+            "never ahead of the real clock"
+        );
+        let glitches: Vec<_> = seen.iter().filter_map(|c| c.forward).collect();
+        assert!(
+            matches!(glitches[..], [Forward::Ignored { ms: 86_400_000, lasted_ms }] if (490..=510).contains(&lasted_ms)),
+            "{glitches:?}"
+        );
+        assert_eq!((base.steps_forward(), base.glitches()), (0, 1));
+        assert!(
+            seen.iter().all(|c| c.stepped_back_ms == 0),
+            "the revert is no backward step"
+        );
     }
 
     #[test]
@@ -204,6 +373,7 @@ mod tests {
         assert!(seen.iter().any(|c| c.stepped_back_ms == 600_000));
         assert!(seen.iter().all(|c| c.wall_behind_ms == 600_000));
         assert_eq!(base.wall_behind_ms(), 600_000);
+        assert!(seen.iter().all(|c| c.forward.is_none()));
     }
 
     #[test]
@@ -262,8 +432,21 @@ mod tests {
         clocks.wall_offset -= 1_000;
         clocks.run(&base, 100);
         assert_eq!(base.wall_behind_ms(), 1_000);
-        clocks.wall_offset += 5_000; // the operator fixes the clock, overshooting
+        clocks.wall_offset += 1_000; // the operator puts the clock right
+        clocks.run(&base, CHECK_INTERVAL_MS);
+        assert_eq!(
+            base.read(clocks.mono).0,
+            clocks.wall(),
+            "caught up: followed at once"
+        );
+        assert_eq!(base.wall_behind_ms(), 0);
+
+        clocks.wall_offset -= 1_000;
         clocks.run(&base, 100);
+        clocks.wall_offset += 5_000; // put right again, overshooting: a forward step
+        clocks.run(&base, 100);
+        assert!(base.read(clocks.mono).0 < clocks.wall());
+        clocks.run(&base, CONFIRM_FORWARD_MS);
         assert_eq!(base.read(clocks.mono).0, clocks.wall());
         assert_eq!(base.wall_behind_ms(), 0);
     }
@@ -352,10 +535,11 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the wall clock does, the base never goes back, never lags the monotonic
-        /// clock's progress, and is never behind the wall clock after a comparison.
+        /// Whatever the wall clock does, the base never goes back and never lags the monotonic
+        /// clock's progress; and once the wall clock has held still for a confirmation period,
+        /// the base is exactly as far ahead of it as the comparisons say, never behind it.
         #[test]
-        fn the_base_is_monotonic_and_never_behind_the_wall_clock(changes in changes()) {
+        fn the_base_is_monotonic_and_catches_up_with_a_lasting_wall_clock(changes in changes()) {
             let mut clocks = Clocks { mono: 1_000, wall_offset: T0 };
             let base = TimeBase::starting_at(clocks.now(), 0);
             let (mut last, mut last_mono) = (base.read(clocks.mono).0, clocks.mono);
@@ -367,7 +551,10 @@ mod tests {
                     Change::Stall(ms) => { clocks.wall_offset -= ms; clocks.run(&base, ms); }
                     Change::Raise(ms) => base.raise_to(base.read(clocks.mono).0 + ms, clocks.now()),
                 }
-                clocks.run(&base, CHECK_INTERVAL_MS);
+                let now = base.read(clocks.mono).0;
+                prop_assert!(now - last >= clocks.mono - last_mono, "never slower than real time");
+                (last, last_mono) = (now, clocks.mono);
+                clocks.run(&base, CONFIRM_FORWARD_MS + 2 * CHECK_INTERVAL_MS);
                 let now = base.read(clocks.mono).0;
                 prop_assert!(now - last >= clocks.mono - last_mono, "never slower than real time");
                 prop_assert!(now >= clocks.wall(), "caught up with the wall clock");

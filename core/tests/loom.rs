@@ -1,18 +1,23 @@
 //! Model-checked races: every interleaving of a few threads on the real code, with loom.
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p snowid-core --test loom --release`
-//! (scripts/test runs it). Without `--cfg loom` this file is empty.
+//! (scripts/test runs it). Without `--cfg loom` this file is empty. Under loom the shared state
+//! has four shard cells, not 8,192, so that every atomic in it can be tracked.
 #![cfg(loom)]
 
-use loom::sync::atomic::AtomicU64;
+use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
 use snowid_core::clock::Sample;
-use snowid_core::layout::stamp;
+use snowid_core::durable::{Change, DurableState, Fence, Header};
+use snowid_core::generator::{Generator, Refused, Shared};
+use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
+use snowid_core::layout::{compose, decompose, stamp, Shard, MAX_SEQ};
 use snowid_core::shard_state::{issue, release, Refusal};
 use snowid_core::time_base::TimeBase;
 
 const T0: i64 = 1_800_000_000_000;
+const EPOCH: i64 = T0 - 1_000_000;
 const NO_LEASE: u64 = u64::MAX;
 
 /// Explores every interleaving with up to three preemptions: enough for each race below (a
@@ -22,6 +27,97 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(f);
+}
+
+/// A host whose clocks stand still, whose waits are cancelled (so every model is finite), and
+/// whose "disk" is a few atomics: the lease end made durable, the changes made, and how many
+/// times the state was created.
+struct Host {
+    claimer: u32,
+    disk: Arc<Disk>,
+}
+
+#[derive(Default)]
+struct Disk {
+    /// The durable lease end, as a time field.
+    end_ms: AtomicU64,
+    inits: AtomicUsize,
+    releases: AtomicUsize,
+    /// 1 while the state is fenced.
+    fenced: AtomicUsize,
+}
+
+impl Clock for Host {
+    fn monotonic_ms(&self) -> i64 {
+        0
+    }
+    fn wall_ms(&self) -> i64 {
+        T0
+    }
+}
+
+impl DurableStore for Host {
+    type Error = ();
+    fn claimer(&self) -> u32 {
+        self.claimer
+    }
+    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, ()> {
+        let end = self.disk.end_ms.load(SeqCst);
+        if end == 0 && self.disk.fenced.load(SeqCst) == 0 {
+            self.disk.inits.fetch_add(1, SeqCst);
+        }
+        let fence = (self.disk.fenced.load(SeqCst) == 1).then_some(Fence::Stale);
+        Ok(DurableState::new(Header {
+            lease_end_unix_ms: epoch_unix_ms + end as i64,
+            fence,
+            ..Header::fresh(epoch_unix_ms)
+        }))
+    }
+    fn persist(&self, change: &Change) -> Result<(), ()> {
+        match change {
+            Change::Lease {
+                lease_end_unix_ms, ..
+            } => {
+                self.disk
+                    .end_ms
+                    .fetch_max((lease_end_unix_ms - EPOCH) as u64, SeqCst);
+            }
+            Change::Resume {
+                lease_end_unix_ms, ..
+            } => {
+                self.disk
+                    .end_ms
+                    .fetch_max((lease_end_unix_ms - EPOCH) as u64, SeqCst);
+                self.disk.fenced.store(0, SeqCst);
+            }
+            Change::Release { .. } => {
+                self.disk.releases.fetch_add(1, SeqCst);
+            }
+            Change::Init(_) => {}
+        }
+        Ok(())
+    }
+}
+
+impl Wait for Host {
+    fn wait(&self, _ms: u64) -> Result<(), Interrupted> {
+        Err(Interrupted)
+    }
+}
+
+impl Report for Host {
+    fn report(&self, _event: Event) {}
+}
+
+fn now() -> Sample {
+    Sample {
+        mono_ms: 0,
+        wall_ms: T0,
+    }
+}
+
+fn shard(n: i32) -> Shard {
+    Shard::new(n).unwrap()
 }
 
 /// Guards against a lost update in the per-shard step (a load then a store instead of a CAS):
@@ -50,21 +146,15 @@ fn two_callers_never_share_a_stamp() {
 }
 
 /// Guards against the time base going back when two comparisons overlap (a store instead of
-/// fetch_max): a comparer holding an old sample must not undo a newer comparer's forward step,
+/// fetch_max): a comparer holding an old sample must not undo a newer comparer's step forward,
 /// and a caller issuing meanwhile sees the base only move forward.
 #[test]
 fn overlapping_comparisons_never_move_the_base_back() {
     model(|| {
-        let base = Arc::new(TimeBase::starting_at(
-            Sample {
-                mono_ms: 0,
-                wall_ms: T0,
-            },
-            0,
-        ));
+        let base = Arc::new(TimeBase::starting_at(now(), 0));
         let cell = Arc::new(AtomicU64::new(0));
-        // The first comparer's sample is due at 10; the second's, a forward step of a second,
-        // at 20, once the first has claimed its interval.
+        // The first comparer's sample is due at 10; the second's, drift of 4 ms that is
+        // followed at once, at 20, once the first has claimed its interval.
         let old = {
             let base = base.clone();
             thread::spawn(move || {
@@ -79,7 +169,7 @@ fn overlapping_comparisons_never_move_the_base_back() {
             thread::spawn(move || {
                 base.compare(Sample {
                     mono_ms: 20,
-                    wall_ms: T0 + 1_020,
+                    wall_ms: T0 + 24,
                 })
             })
         };
@@ -98,7 +188,7 @@ fn overlapping_comparisons_never_move_the_base_back() {
         let new_ran = new.join().unwrap().is_some();
         issuer.join().unwrap();
         if new_ran {
-            assert_eq!(base.read(20).0, T0 + 1_020, "old={old_ran}");
+            assert_eq!(base.read(20).0, T0 + 24, "old={old_ran}");
         }
     });
 }
@@ -125,5 +215,171 @@ fn nothing_is_issued_past_a_release() {
         let issued = issuer.join().unwrap();
         assert!(issued.iter().all(|&s| s <= last), "{issued:?} past {last}");
         assert_eq!(issue(&cell, 7, 100, NO_LEASE), Err(Refusal::Released));
+    });
+}
+
+/// A loaded shared state whose shard 0 has used up its lease: the next ID needs a new one.
+fn at_the_end_of_the_lease(disk: &Arc<Disk>) -> Arc<Shared> {
+    let shared = Arc::new(Shared::new(now()));
+    let host = Host {
+        claimer: 1,
+        disk: disk.clone(),
+    };
+    Generator::new(&shared, &host, EPOCH, 10_000)
+        .next_id(shard(0))
+        .unwrap();
+    let end = shared.lease.end_ms();
+    shared
+        .shard(shard(0))
+        .raise_floor(stamp(end - 1, MAX_SEQ as u64));
+    shared
+}
+
+/// Guards against publishing a lease before it is durable, and against two callers writing at
+/// once: two callers race past the end of the lease. Whatever the interleaving, each ID either
+/// is refused (its caller found the claim taken and its wait was cancelled) or lies under the
+/// durable lease, and the durable lease was written once.
+#[test]
+fn no_id_is_issued_past_the_durable_lease() {
+    model(|| {
+        let disk = Arc::new(Disk::default());
+        let shared = at_the_end_of_the_lease(&disk);
+        let first_end = disk.end_ms.load(SeqCst);
+        let callers: Vec<_> = (1..=2)
+            .map(|claimer| {
+                let (shared, disk) = (shared.clone(), disk.clone());
+                thread::spawn(move || {
+                    let host = Host {
+                        claimer,
+                        disk: disk.clone(),
+                    };
+                    let result = Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(0));
+                    if let Ok(id) = result {
+                        let ms = decompose(id).unwrap().ms;
+                        assert!(
+                            ms < disk.end_ms.load(SeqCst),
+                            "issued past the durable lease"
+                        );
+                    }
+                    result.is_ok()
+                })
+            })
+            .collect();
+        let issued = callers
+            .into_iter()
+            .map(|c| c.join().unwrap())
+            .filter(|&ok| ok)
+            .count();
+        assert!(issued >= 1, "the claimer issued");
+        assert!(disk.end_ms.load(SeqCst) > first_end);
+    });
+}
+
+/// Guards against loading the durable state twice (two "first" callers each creating it): two
+/// callers of a freshly started server race; it is created once.
+#[test]
+fn the_state_is_loaded_and_created_once() {
+    model(|| {
+        let disk = Arc::new(Disk::default());
+        let shared = Arc::new(Shared::new(now()));
+        let callers: Vec<_> = (1..=2)
+            .map(|claimer| {
+                let (shared, disk) = (shared.clone(), disk.clone());
+                thread::spawn(move || {
+                    let host = Host { claimer, disk };
+                    let _ = Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(1));
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+        assert_eq!(disk.inits.load(SeqCst), 1);
+    });
+}
+
+/// Guards against a durable release that a racing caller outruns, or a resume that lets a
+/// racing caller issue below the ID it resumed above: a release races an issuer, then a resume
+/// races another; no ID is issued after the release at or above its last ID, and every ID after
+/// the resume is above the ID resumed above.
+#[test]
+fn releases_and_resumes_race_callers_safely() {
+    model(|| {
+        let disk = Arc::new(Disk::default());
+        let shared = Arc::new(Shared::new(now()));
+        let host = Host {
+            claimer: 1,
+            disk: disk.clone(),
+        };
+        let g = Generator::new(&shared, &host, EPOCH, 10_000);
+        g.next_id(shard(2)).unwrap();
+
+        let issuer = {
+            let (shared, disk) = (shared.clone(), disk.clone());
+            thread::spawn(move || {
+                let host = Host { claimer: 2, disk };
+                Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(2))
+            })
+        };
+        let last = g.release(shard(2)).unwrap();
+        match issuer.join().unwrap() {
+            Ok(id) => assert!(id <= last, "{id} issued after the release at {last}"),
+            Err(e) => assert_eq!(e, Refused::Released),
+        }
+        assert_eq!(disk.releases.load(SeqCst), 1);
+
+        let above = compose(decompose(last).unwrap().ms + 3, 2, 0).unwrap();
+        let issuer = {
+            let (shared, disk) = (shared.clone(), disk.clone());
+            thread::spawn(move || {
+                let host = Host { claimer: 2, disk };
+                Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(2))
+            })
+        };
+        g.resume_above(decompose(above).unwrap()).unwrap();
+        match issuer.join().unwrap() {
+            Ok(id) => assert!(id > above, "{id} issued below the resume above {above}"),
+            Err(e) => assert!(
+                matches!(e, Refused::Released | Refused::Interrupted),
+                "{e:?}"
+            ),
+        }
+    });
+}
+
+/// Guards against a fence that a racing caller slips past: a server loaded fenced refuses
+/// everything until the resume, and whatever the interleaving an ID issued meanwhile is above
+/// the ID resumed above.
+#[test]
+fn nothing_is_issued_while_fenced() {
+    model(|| {
+        let disk = Arc::new(Disk {
+            fenced: AtomicUsize::new(1),
+            ..Disk::default()
+        });
+        let shared = Arc::new(Shared::new(now()));
+        let host = Host {
+            claimer: 1,
+            disk: disk.clone(),
+        };
+        let g = Generator::new(&shared, &host, EPOCH, 10_000);
+        assert_eq!(g.next_id(shard(3)), Err(Refused::Fenced(Fence::Stale)));
+        let above = compose(1_000_000 + 5, 1, 0).unwrap();
+        let issuer = {
+            let (shared, disk) = (shared.clone(), disk.clone());
+            thread::spawn(move || {
+                let host = Host { claimer: 2, disk };
+                Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(3))
+            })
+        };
+        g.resume_above(decompose(above).unwrap()).unwrap();
+        match issuer.join().unwrap() {
+            Ok(id) => assert!(id > above, "{id} issued below {above}"),
+            Err(e) => assert!(
+                matches!(e, Refused::Fenced(_) | Refused::Interrupted),
+                "{e:?}"
+            ),
+        }
+        assert!(g.next_id(shard(3)).unwrap() > above);
     });
 }

@@ -1,28 +1,18 @@
-//! The durable high-water mark: a lease of future time.
+//! The state of snowid 0.1.0 and 0.2.0, read once to carry a cluster over to this version.
 //!
-//! The promise it keeps: every ID ever issued on this cluster has a time field below
-//! `lease_end_unix_ms - epoch_unix_ms` of the newest durable [`Record`]. A generator may only hand
-//! out a stamp whose millisecond the lease covers; to go further, one caller makes a longer lease
-//! durable before anyone may use it (see [`crate::generator`]).
+//! Those versions kept their high-water mark in `$PGDATA/snowid.state`, a text file, and 0.2.0
+//! also wrote each lease as a WAL record of its own (info 0x00). This version keeps its state in
+//! the pages of [`crate::durable`] instead. On the first generation after the upgrade, the state
+//! is created from the old file, judged as 0.2.0 judged it at start-up:
+//! - a file that carries the seal of the data directory's last clean shutdown, or one written
+//!   before seals existed (0.1.0), is imported: its epoch, time base and lease end;
+//! - a file older than the data directory (sealed at another checkpoint, or a copy taken while
+//!   the server ran, put back after a clean stop) is imported fenced as stale;
+//! - a file that cannot be read is imported fenced as unreadable.
 //!
-//! A record has two forms:
-//! - binary, [`Record::to_bytes`], for the WAL: so standbys, crash recovery and restores from a
-//!   base backup learn every lease the primary wrote;
-//! - text, [`StateFile`], in `$PGDATA/snowid.state`: so the lease survives checkpoints, which
-//!   PostgreSQL does not replay WAL from before.
-//!
-//! At start-up, and after a backend crash resets shared memory, every shard resumes at the end
-//! of the lease, and the time base resumes no lower than the recorded base, whatever the wall
-//! clock says.
-//!
-//! The record names the epoch it was written under. A later epoch would make new IDs smaller
-//! than old ones, so generation refuses; an earlier one keeps them larger, provably, and is
-//! accepted.
-//!
-//! The file is text, for operators. The server *seals* it when it stops, with the location of
-//! the checkpoint it stopped at; a file that does not carry the seal of the data directory's last
-//! clean shutdown is older than the data directory (an old copy put back), and is refused rather
-//! than trusted:
+//! A standby of a 0.2.0 primary that already runs this version (standbys are upgraded first)
+//! replays the old lease records: they raise the import to come, and are written to the old file
+//! durably, as 0.2.0 did, until the primary's first record of this version creates the pages.
 //!
 //! ```text
 //! # snowid high-water mark. Do not edit, and never put back an older copy.
@@ -34,6 +24,8 @@
 //! checksum=8c1f5cbd2fb4a4f1
 //! ```
 
+use crate::durable::{fnv1a, Fence, Header};
+use crate::shard_set::ShardSet;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -42,12 +34,6 @@ use std::path::Path;
 /// The state file's name, in the data directory.
 pub const FILE_NAME: &str = "snowid.state";
 const TEMP_NAME: &str = "snowid.state.tmp";
-/// How much time beyond what is needed one lease write covers.
-pub const LEASE_WINDOW_MS: u64 = 1500;
-/// How long before the lease runs out an issuing caller renews it, so that the others never wait
-/// for the write. Under sustained load that is one write per `LEASE_WINDOW_MS - RENEW_AHEAD_MS`.
-pub const RENEW_AHEAD_MS: u64 = 500;
-const _: () = assert!(RENEW_AHEAD_MS < LEASE_WINDOW_MS);
 
 /// One lease. All instants are Unix milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,25 +80,6 @@ const BINARY_VERSION: u32 = 1;
 pub const BINARY_LEN: usize = 32;
 
 impl Record {
-    /// The lease to write when a caller needs the time field `needed_ms` covered: that, and one
-    /// window more. Saturates rather than wraps for a need near the end of time.
-    pub fn extended(epoch_unix_ms: i64, base_unix_ms: i64, needed_ms: u64) -> Self {
-        let end_ms = needed_ms.saturating_add(LEASE_WINDOW_MS + 1);
-        Record {
-            epoch_unix_ms,
-            base_unix_ms,
-            lease_end_unix_ms: epoch_unix_ms
-                .saturating_add(i64::try_from(end_ms).unwrap_or(i64::MAX)),
-        }
-    }
-
-    /// The end of the lease as a time field under `epoch_unix_ms`: every ID issued under this
-    /// record has a time field below it. `None` when the numbers do not fit, which means the
-    /// record is damaged.
-    pub fn end_ms_under(&self, epoch_unix_ms: i64) -> Option<u64> {
-        u64::try_from(self.lease_end_unix_ms.checked_sub(epoch_unix_ms)?).ok()
-    }
-
     /// Checks that the numbers describe a lease.
     pub fn check(&self) -> Result<(), LeaseError> {
         if self.lease_end_unix_ms < self.epoch_unix_ms {
@@ -159,13 +126,25 @@ impl Record {
         Ok(record)
     }
 
-    /// A record covering both: the higher lease end and base, and the later epoch (the one that
-    /// constrains a restart).
+    /// A record covering both: the higher lease end and base, and the earlier epoch, the one
+    /// that constrains (IDs issued under it have the larger time fields).
     pub fn merge(&self, other: &Record) -> Record {
         Record {
-            epoch_unix_ms: self.epoch_unix_ms.max(other.epoch_unix_ms),
+            epoch_unix_ms: self.epoch_unix_ms.min(other.epoch_unix_ms),
             base_unix_ms: self.base_unix_ms.max(other.base_unix_ms),
             lease_end_unix_ms: self.lease_end_unix_ms.max(other.lease_end_unix_ms),
+        }
+    }
+
+    /// The record as the new state's header: the lease, the base and the epoch, nothing
+    /// released (0.2.0 kept releases in memory only) and no fence.
+    pub fn header(&self) -> Header {
+        Header {
+            epoch_unix_ms: self.epoch_unix_ms,
+            base_unix_ms: self.base_unix_ms,
+            lease_end_unix_ms: self.lease_end_unix_ms,
+            fence: None,
+            released: ShardSet::empty(),
         }
     }
 }
@@ -287,70 +266,29 @@ pub struct LastStop {
     pub checkpoint_lsn: u64,
 }
 
-/// How generation may start, given the state file, the configured epoch and how the server
-/// last stopped.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// Generate. The time base starts at or above `base_floor_unix_ms`; no stamp below
-    /// `lease_end_ms` (a time field under the current epoch) may be issued again.
-    Resume {
-        base_floor_unix_ms: i64,
-        lease_end_ms: u64,
-    },
-    /// The epoch moved later than the one IDs were issued under: new IDs would sort below old.
-    EpochMovedLater { recorded_epoch_unix_ms: i64 },
-    /// The file exists but cannot be trusted.
-    Unreadable { reason: LeaseError },
-    /// The file is older than the data directory: it does not carry the seal of the last clean
-    /// shutdown, so leases written after it may be lost.
-    Stale {
-        sealed_at_lsn: Option<u64>,
-        checkpoint_lsn: u64,
-    },
-}
-
-/// Decides how to start from the state file (`Ok(None)`: there is none yet).
-pub fn start(
+/// The state to create from the old file (`Ok(None)`: there is none), judged as 0.2.0 judged it
+/// at start-up, under the configured epoch for a file that says nothing usable.
+pub fn import(
     found: Result<Option<StateFile>, LeaseError>,
-    epoch_unix_ms: i64,
     last_stop: LastStop,
-) -> Start {
+    epoch_unix_ms: i64,
+) -> Option<Header> {
     let file = match found {
-        Ok(None) => {
-            return Start::Resume {
-                base_floor_unix_ms: i64::MIN,
-                lease_end_ms: 0,
-            }
-        }
+        Ok(None) => return None,
         Ok(Some(file)) => file,
-        Err(reason) => return Start::Unreadable { reason },
+        Err(_) => {
+            return Some(Header {
+                fence: Some(Fence::Unreadable),
+                ..Header::fresh(epoch_unix_ms)
+            })
+        }
     };
-    if last_stop.clean && !file.unsealable && file.sealed_at_lsn != Some(last_stop.checkpoint_lsn) {
-        return Start::Stale {
-            sealed_at_lsn: file.sealed_at_lsn,
-            checkpoint_lsn: last_stop.checkpoint_lsn,
-        };
-    }
-    resume_from(&file.record, epoch_unix_ms)
-}
-
-/// How generation resumes above a record (from the file, or replayed from WAL).
-pub fn resume_from(record: &Record, epoch_unix_ms: i64) -> Start {
-    if epoch_unix_ms > record.epoch_unix_ms {
-        return Start::EpochMovedLater {
-            recorded_epoch_unix_ms: record.epoch_unix_ms,
-        };
-    }
-    // Old time fields are below lease_end - old epoch <= lease_end - new epoch.
-    match record.end_ms_under(epoch_unix_ms) {
-        Some(lease_end_ms) => Start::Resume {
-            base_floor_unix_ms: record.base_unix_ms,
-            lease_end_ms,
-        },
-        None => Start::Unreadable {
-            reason: LeaseError::Inconsistent("the lease ends before the epoch"),
-        },
-    }
+    let stale =
+        last_stop.clean && !file.unsealable && file.sealed_at_lsn != Some(last_stop.checkpoint_lsn);
+    Some(Header {
+        fence: stale.then_some(Fence::Stale),
+        ..file.record.header()
+    })
 }
 
 /// Reads the state file in `dir`: `None` when there is none yet.
@@ -363,16 +301,16 @@ pub fn read(dir: &Path) -> Result<Option<StateFile>, LeaseError> {
 }
 
 /// Replaces the state file in `dir` atomically (a temporary file, renamed over it); with
-/// `fsync`, durably before returning (the file, then the directory). The file is readable by its
-/// owner only.
-pub fn write(dir: &Path, file: &StateFile, fsync: bool) -> io::Result<()> {
+/// `fsync`, durably before returning (the file, then the directory). `mode` is the new file's
+/// permissions: the data directory's, which PostgreSQL gives its own files.
+pub fn write(dir: &Path, file: &StateFile, fsync: bool, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let temp = dir.join(TEMP_NAME);
     let mut out = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
+        .mode(mode)
         .open(&temp)?;
     out.write_all(file.encode().as_bytes())?;
     if fsync {
@@ -385,11 +323,27 @@ pub fn write(dir: &Path, file: &StateFile, fsync: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// 64-bit FNV-1a: enough to tell a damaged file from a good one.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
+/// Raises the file in `dir` to cover a replayed 0.2.0 lease record, durably with `fsync`, so
+/// that a restartpoint passing the record loses nothing; an unreadable file is replaced by the
+/// record.
+pub fn absorb(dir: &Path, record: &Record, fsync: bool, mode: u32) -> io::Result<()> {
+    let merged = match read(dir) {
+        Ok(Some(file)) => file.record.merge(record),
+        _ => *record,
+    };
+    write(dir, &StateFile::running(merged), fsync, mode)
+}
+
+/// Removes the file in `dir` once the state it held lives in the pages, durably with `fsync`.
+pub fn remove(dir: &Path, fsync: bool) -> io::Result<()> {
+    match fs::remove_file(dir.join(FILE_NAME)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        other => other?,
+    }
+    if fsync {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -415,109 +369,59 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_extended_lease_covers_the_need_and_a_window() {
-        let r = Record::extended(EPOCH, EPOCH + 50_000, 50_300);
-        assert_eq!(
-            r.lease_end_unix_ms,
-            EPOCH + 50_300 + LEASE_WINDOW_MS as i64 + 1
-        );
-        assert_eq!(r.base_unix_ms, EPOCH + 50_000);
-        assert_eq!(r.end_ms_under(EPOCH), Some(50_300 + LEASE_WINDOW_MS + 1));
-        let huge = Record::extended(EPOCH, EPOCH, u64::MAX);
-        assert_eq!(huge.lease_end_unix_ms, i64::MAX, "saturates, never wraps");
+    fn sealed(lsn: Option<u64>) -> Result<Option<StateFile>, LeaseError> {
+        Ok(Some(StateFile {
+            sealed_at_lsn: lsn,
+            ..StateFile::running(RECORD)
+        }))
     }
 
     #[test]
-    fn a_restart_resumes_past_the_lease() {
-        let start = start(Ok(Some(StateFile::running(RECORD))), EPOCH, RUNNING);
-        assert_eq!(
-            start,
-            Start::Resume {
-                base_floor_unix_ms: EPOCH + 50_000,
-                lease_end_ms: 52_001
-            }
-        );
+    fn no_file_means_nothing_to_import() {
+        assert_eq!(import(Ok(None), clean_at(5), EPOCH), None);
     }
 
     #[test]
-    fn a_first_start_resumes_from_nothing() {
+    fn a_trusted_file_is_imported_with_its_lease_base_and_epoch() {
+        let header = import(sealed(Some(0x28)), clean_at(0x28), EPOCH + 7).unwrap();
+        assert_eq!(header, RECORD.header());
+        assert_eq!(header.fence, None);
         assert_eq!(
-            start(Ok(None), EPOCH, clean_at(5)),
-            Start::Resume {
-                base_floor_unix_ms: i64::MIN,
-                lease_end_ms: 0
-            }
+            header.epoch_unix_ms, EPOCH,
+            "the file's epoch, not the configured one"
+        );
+        assert_eq!(
+            import(sealed(Some(0x20)), RUNNING, EPOCH).unwrap().fence,
+            None,
+            "after a crash, WAL replay covers what the file lacks"
         );
     }
 
     #[test]
-    fn a_later_epoch_is_refused_and_an_earlier_one_stays_above_old_ids() {
-        let file = Ok(Some(StateFile::running(RECORD)));
-        assert_eq!(
-            start(file.clone(), EPOCH + 1, RUNNING),
-            Start::EpochMovedLater {
-                recorded_epoch_unix_ms: EPOCH
-            }
-        );
-        let earlier = EPOCH - 1_000_000;
-        let Start::Resume { lease_end_ms, .. } = start(file, earlier, RUNNING) else {
-            panic!("an earlier epoch is accepted")
-        };
-        // Every old ID had a time field below 52_001 under the old epoch; new ones start above.
-        assert_eq!(lease_end_ms, 52_001 + 1_000_000);
-        let same = start(Ok(Some(StateFile::running(RECORD))), EPOCH, RUNNING);
-        assert!(matches!(
-            same,
-            Start::Resume {
-                lease_end_ms: 52_001,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn a_file_without_the_seal_of_the_last_clean_stop_is_stale() {
-        let sealed = |lsn| {
-            Ok(Some(StateFile {
-                sealed_at_lsn: lsn,
-                ..StateFile::running(RECORD)
-            }))
-        };
-        assert!(matches!(
-            start(sealed(Some(0x28)), EPOCH, clean_at(0x28)),
-            Start::Resume { .. }
-        ));
-        assert_eq!(
-            start(sealed(Some(0x20)), EPOCH, clean_at(0x28)),
-            Start::Stale {
-                sealed_at_lsn: Some(0x20),
-                checkpoint_lsn: 0x28
-            }
-        );
-        assert_eq!(
-            start(sealed(None), EPOCH, clean_at(0x28)),
-            Start::Stale {
-                sealed_at_lsn: None,
-                checkpoint_lsn: 0x28
-            },
-            "a copy taken while the server ran, put back after a clean stop"
-        );
-        assert!(
-            matches!(
-                start(sealed(Some(0x20)), EPOCH, RUNNING),
-                Start::Resume { .. }
-            ),
-            "after a crash WAL replay covers what the file lacks"
-        );
+    fn a_file_without_the_seal_of_the_last_clean_stop_is_imported_fenced() {
+        // Guards against an older copy put back: 0.2.0 refused it at start-up, and this version
+        // must carry that refusal into the new state, where it lasts until a superuser resumes.
+        for seal in [Some(0x20), None] {
+            let header = import(sealed(seal), clean_at(0x28), EPOCH).unwrap();
+            assert_eq!(header.fence, Some(Fence::Stale), "sealed at {seal:?}");
+            assert_eq!(header.lease_end_unix_ms, RECORD.lease_end_unix_ms);
+        }
         let legacy = Ok(Some(StateFile {
             unsealable: true,
             ..StateFile::running(RECORD)
         }));
-        assert!(
-            matches!(start(legacy, EPOCH, clean_at(0x28)), Start::Resume { .. }),
+        assert_eq!(
+            import(legacy, clean_at(0x28), EPOCH).unwrap().fence,
+            None,
             "a 0.1.0 file has no seal to check"
         );
+    }
+
+    #[test]
+    fn an_unreadable_file_is_imported_fenced_not_as_a_first_start() {
+        let header = import(Err(LeaseError::ChecksumMismatch), RUNNING, EPOCH).unwrap();
+        assert_eq!(header.fence, Some(Fence::Unreadable));
+        assert_eq!(header.epoch_unix_ms, EPOCH);
     }
 
     #[test]
@@ -537,10 +441,6 @@ mod tests {
             StateFile::decode(&v9),
             Err(LeaseError::UnknownVersion("9".into()))
         );
-        assert!(matches!(
-            start(Err(LeaseError::ChecksumMismatch), EPOCH, RUNNING),
-            Start::Unreadable { .. }
-        ));
     }
 
     #[test]
@@ -570,20 +470,6 @@ mod tests {
                 "{record:?}"
             );
         }
-        // A later-configured epoch than a record's end: refused, never "start at 0".
-        assert!(matches!(
-            resume_from(&RECORD, RECORD.lease_end_unix_ms + 1),
-            Start::EpochMovedLater { .. }
-        ));
-        let odd = Record {
-            epoch_unix_ms: EPOCH + 100_000,
-            ..RECORD
-        };
-        assert_eq!(odd.end_ms_under(EPOCH + 100_000), None);
-        assert!(matches!(
-            resume_from(&odd, EPOCH + 100_000),
-            Start::Unreadable { .. }
-        ));
     }
 
     #[test]
@@ -607,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn binary_records_round_trip_and_refuse_garbage() {
+    fn binary_records_of_0_2_0_round_trip_and_refuse_garbage() {
         assert_eq!(Record::from_bytes(&RECORD.to_bytes()), Ok(RECORD));
         assert_eq!(Record::from_bytes(&[0; 31]), Err(LeaseError::Malformed));
         let mut wrong_version = RECORD.to_bytes();
@@ -629,7 +515,6 @@ mod tests {
             lease_end_unix_ms: EPOCH,
         };
         assert_eq!(empty.check(), Ok(()));
-        assert_eq!(empty.end_ms_under(EPOCH), Some(0));
         assert_eq!(
             LeaseError::ChecksumMismatch.to_string(),
             "the checksum does not match the contents"
@@ -641,20 +526,21 @@ mod tests {
     }
 
     #[test]
-    fn merging_keeps_the_higher_of_each() {
+    fn merging_keeps_the_higher_lease_and_base_and_the_earlier_epoch() {
+        // Guards against the 0.2.0 merge, which kept the later epoch: a standby that replayed a
+        // lease taken under an earlier epoch must remember the earlier one, which constrains.
         let other = Record {
             epoch_unix_ms: EPOCH - 5,
             base_unix_ms: EPOCH + 60_000,
             lease_end_unix_ms: EPOCH + 10,
         };
-        assert_eq!(
-            RECORD.merge(&other),
-            Record {
-                epoch_unix_ms: EPOCH,
-                base_unix_ms: EPOCH + 60_000,
-                lease_end_unix_ms: EPOCH + 52_001
-            }
-        );
+        let merged = Record {
+            epoch_unix_ms: EPOCH - 5,
+            base_unix_ms: EPOCH + 60_000,
+            lease_end_unix_ms: EPOCH + 52_001,
+        };
+        assert_eq!(RECORD.merge(&other), merged);
+        assert_eq!(other.merge(&RECORD), merged);
     }
 
     #[test]
@@ -665,30 +551,41 @@ mod tests {
         assert_eq!(parse_lsn("x/0"), None);
     }
 
-    #[test]
-    fn write_then_read_round_trips_and_replaces() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("snowid-lease-test-{}", std::process::id()));
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("snowid-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn write_absorb_read_and_remove() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("legacy");
         assert_eq!(read(&dir), Ok(None));
-        write(&dir, &StateFile::running(RECORD), true).unwrap();
+        write(&dir, &StateFile::running(RECORD), true, 0o640).unwrap();
         assert_eq!(read(&dir), Ok(Some(StateFile::running(RECORD))));
         let mode = fs::metadata(dir.join(FILE_NAME))
             .unwrap()
             .permissions()
             .mode();
-        assert_eq!(mode & 0o777, 0o600, "readable by the server's user only");
-        let later = StateFile {
-            record: Record {
-                lease_end_unix_ms: RECORD.lease_end_unix_ms + 5,
-                ..RECORD
-            },
-            sealed_at_lsn: Some(0xABC),
-            unsealable: false,
+        assert_eq!(
+            mode & 0o777,
+            0o640,
+            "the mode the data directory's files have"
+        );
+
+        let replayed = Record {
+            epoch_unix_ms: EPOCH - 1,
+            base_unix_ms: EPOCH,
+            lease_end_unix_ms: EPOCH + 90_000,
         };
-        write(&dir, &later, false).unwrap();
-        assert_eq!(read(&dir), Ok(Some(later)));
+        absorb(&dir, &replayed, false, 0o600).unwrap();
+        assert_eq!(read(&dir).unwrap().unwrap().record, RECORD.merge(&replayed));
         assert!(!dir.join(TEMP_NAME).exists());
+        remove(&dir, true).unwrap();
+        assert_eq!(read(&dir), Ok(None));
+        remove(&dir, true).unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -696,7 +593,7 @@ mod tests {
     fn an_unreadable_state_file_is_an_error_not_a_first_start() {
         // Guards against treating any read failure as "no file yet", which would restart every
         // shard from zero, below IDs already handed out.
-        let dir = std::env::temp_dir().join(format!("snowid-lease-dir-{}", std::process::id()));
+        let dir = temp_dir("legacy-dir");
         fs::create_dir_all(dir.join(FILE_NAME)).unwrap();
         assert!(matches!(read(&dir), Err(LeaseError::Io(_))));
         fs::remove_dir_all(&dir).unwrap();
