@@ -13,15 +13,18 @@
 //! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
-//! | 55000 | generating without preloading, for a shard not owned or released, after the epoch moved later, or with an untrustworthy state file |
-//! | 58030 | the high-water mark could not be written |
+//! | 55000 | generating without preloading, for a shard not owned or released, after the epoch moved later, or while fenced (a stale, unreadable or upgraded state) |
+//! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel |
+//! | XX001 | the durable state's pages are damaged |
 
+use crate::host::Unavailable;
+use crate::storage;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowid_core::durable::Fence;
 use snowid_core::epoch;
 use snowid_core::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
-use snowid_core::lease;
 
 #[track_caller]
 fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
@@ -94,32 +97,16 @@ pub fn no_shard_owned(shards_text: &str) -> ! {
 pub fn shard_released(shard: i32) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("snowid shard {shard} was released on this server"),
+        format!("snowid shard {shard} was released"),
         Some(format!(
-            "snowid_release({shard}) handed it over; this server issues no ID for it until it is \
-             taken back or the server restarts."
+            "snowid_release({shard}) handed it over, here or on the server whose WAL this one \
+             replayed; no server holding this state issues IDs for it until it is taken back, \
+             whatever snowid.shards says."
         )),
         Some(format!(
             "Generate IDs for shard {shard} where it was handed to. To take it back, release it \
              there and call snowid_resume_above(<the ID that returns>) here."
         )),
-    )
-}
-
-#[track_caller]
-pub fn release_while_owned(shard: i32, shards_text: &str) -> ! {
-    raise(
-        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("snowid shard {shard} is still in snowid.shards"),
-        Some(format!(
-            "snowid.shards is '{shards_text}'. A shard released while still configured would be \
-             generated again after a restart."
-        )),
-        Some(
-            "Remove it from snowid.shards and reload (ALTER SYSTEM SET snowid.shards = ...; \
-             SELECT pg_reload_conf();), then release it in a new statement."
-                .into(),
-        ),
     )
 }
 
@@ -217,58 +204,62 @@ pub fn epoch_moved_later(epoch_unix_ms: i64, recorded_epoch_unix_ms: i64) -> ! {
     )
 }
 
-/// The way out when the high-water mark file cannot be trusted.
-const RESUME_ABOVE_HINT: &str = "As a superuser, resume above the highest ID this cluster issued: \
-     SELECT snowid_resume_above(max(id)) FROM <each table keyed by snowid>.";
+/// The way out of a fence.
+pub const RESUME_HINT: &str = "As a superuser, in every database with snowid keys, run SELECT * \
+     FROM snowid_resume_above_columns(); or resume above the highest ID this cluster issued: \
+     SELECT snowid_resume_above(<that ID>);";
 
 #[track_caller]
-pub fn state_unreadable() -> ! {
+pub fn fenced(fence: Fence) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!(
-            "snowid cannot trust its high-water mark file \"{}\"",
-            lease::FILE_NAME
-        ),
-        Some(
-            "The server log from start-up says why. Without it, a clock set back could reissue \
-             IDs."
-                .into(),
-        ),
-        Some(RESUME_ABOVE_HINT.into()),
+        "snowid will not generate IDs until a superuser resumes above the IDs already issued"
+            .into(),
+        Some(detail_line(&format!(
+            "{}, so the IDs it issued before are unknown, and new ones could repeat them; this \
+             lasts across restarts",
+            fence.describe()
+        ))),
+        Some(RESUME_HINT.into()),
     )
 }
 
 #[track_caller]
-pub fn state_stale() -> ! {
-    raise(
-        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!(
-            "snowid's high-water mark file \"{}\" is older than the data directory",
-            lease::FILE_NAME
+pub fn state_unavailable(why: &Unavailable) -> ! {
+    match why {
+        Unavailable::Damaged(damage) => raise(
+            ERRCODE_DATA_CORRUPTED,
+            format!(
+                "snowid's state in \"global/{}\" is damaged: {damage}",
+                storage::RELATION_NUMBER
+            ),
+            Some("No ID was issued past the last durable lease.".into()),
+            Some(
+                "Restart the server: snowid then creates its state again, fenced, and a \
+                 superuser resumes above the IDs already issued."
+                    .into(),
+            ),
         ),
-        Some(
-            "It does not carry the seal of the server's last clean shutdown, so it is an older \
-             copy, and IDs issued after it was written could be issued again."
-                .into(),
+        Unavailable::NotReplicated => raise(
+            ERRCODE_QUERY_CANCELED,
+            "canceling the wait for the synchronous standbys to confirm snowid's lease".into(),
+            Some(
+                "The lease is durable on this server but not confirmed on the synchronous \
+                 standbys, so no ID under it was handed out: one could repeat after a failover."
+                    .into(),
+            ),
+            None,
         ),
-        Some(RESUME_ABOVE_HINT.into()),
-    )
+    }
 }
 
 #[track_caller]
-pub fn lease_write_failed(error: &std::io::Error) -> ! {
+pub fn interrupted() -> ! {
     raise(
-        ERRCODE_IO_ERROR,
-        format!(
-            "could not write snowid high-water mark file \"{}\": {error}",
-            lease::FILE_NAME
-        ),
-        Some(
-            "No ID was issued: an ID past the last durable high-water mark could repeat after a \
-             crash."
-                .into(),
-        ),
-        Some("Check the data directory's disk space and permissions.".into()),
+        ERRCODE_QUERY_CANCELED,
+        "canceling statement while snowid waited".into(),
+        None,
+        None,
     )
 }
 

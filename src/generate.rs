@@ -1,21 +1,24 @@
-//! Generating IDs from SQL: `snowid_next` in its forms, and the two operations that move a shard
-//! between servers, `snowid_release` and `snowid_resume_above`.
+//! Generating IDs from SQL: `snowid_next` in its forms.
 //!
-//! The hot path, `snowid_next(shard int)`, is a version-1 C function written out by hand: pgrx's
-//! generic argument handling cost about 8 ns a call (a store-forwarding stall, seen with perf),
-//! an eighth of snowid's whole cost over the executor floor, and reading one argument needs none
-//! of it. Before the protocol (see `snowid_core::generator`) it checks the shard's range, that
-//! the library is preloaded, that the server may write (two loads of backend-local flags once
-//! recovery has ended), and that the server owns the shard (one bit test).
+//! The hot path, `snowid_next(shard int)`, is a version-1 C function written out by hand, in two
+//! halves:
+//! - the fast half runs unguarded: the shard's range, `XactReadOnly`, the owned-shard bit, one
+//!   monotonic clock read, then [`Shared::try_issue`] (the lease end, the time base, one CAS)
+//!   and a count in this process's memory. It cannot fail, wait, allocate or panic (every index
+//!   is masked), so it needs none of pgrx's guard, which costs as much again as all of it;
+//! - anything else (the durable state not loaded yet, a lease to renew or extend, a wait at the
+//!   lead, a comparison with the wall clock that is due, any error) goes to the slow half,
+//!   [`next_id`], behind a `#[pg_guard]` function, which checks everything again and raises the
+//!   errors with their SQLSTATEs.
 
 use crate::host::PgHost;
-use crate::shmem;
-use crate::{errors, gucs};
+use crate::{counters, errors, gucs, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowid_core::generator::{Generator, NotGenerating, Refused, Shared};
+use snowid_core::clock::SystemClock;
+use snowid_core::generator::{FastIssue, Generator, Refused, Shared};
+use snowid_core::host::Clock;
 use snowid_core::layout::{self, Shard};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 extension_sql!(
     r#"
@@ -71,7 +74,7 @@ v1_function_info!(
 /// # Safety
 ///
 /// `fcinfo` is a call with at least one non-null argument (the functions are STRICT).
-#[inline]
+#[inline(always)]
 unsafe fn first_argument(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: guaranteed by the caller.
     unsafe { (*fcinfo).args.as_slice(1)[0].value }
@@ -82,12 +85,11 @@ unsafe fn first_argument(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
 /// # Safety
 ///
 /// Called by PostgreSQL's function manager with one non-null `int4` argument.
-#[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn snowid_next_v1(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: see above; an int4 Datum holds the value in its low 32 bits.
     let shard = unsafe { first_argument(fcinfo) }.value() as i32;
-    pg_sys::Datum::from(next_id(i64::from(shard)))
+    pg_sys::Datum::from(fast_or_slow(i64::from(shard)))
 }
 
 /// `snowid_next(shard bigint)`.
@@ -95,14 +97,13 @@ pub unsafe extern "C-unwind" fn snowid_next_v1(fcinfo: pg_sys::FunctionCallInfo)
 /// # Safety
 ///
 /// Called by PostgreSQL's function manager with one non-null `int8` argument (by value).
-#[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn snowid_next_int8(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
     // SAFETY: see above.
     let shard = unsafe { first_argument(fcinfo) }.value() as i64;
-    pg_sys::Datum::from(next_id(shard))
+    pg_sys::Datum::from(fast_or_slow(shard))
 }
 
 /// `snowid_next(shard double precision)`: PostgreSQL resolves untyped parameters and other
@@ -133,16 +134,79 @@ pub unsafe extern "C-unwind" fn snowid_next_float8(
 /// # Safety
 ///
 /// Called by PostgreSQL's function manager.
-#[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn snowid_next_own(
     _fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
-    pg_sys::Datum::from(next_own_id())
+    let fast = gucs::own_shard_picked().and_then(fast_issue);
+    pg_sys::Datum::from(fast.unwrap_or_else(|| next_own_id_guarded()))
 }
 
-/// The next ID for a shard: greater than every ID issued for that shard before it.
-#[inline]
+/// The fast half when it can, the slow one otherwise.
+#[inline(always)]
+fn fast_or_slow(shard: i64) -> i64 {
+    match i32::try_from(shard).ok().and_then(Shard::new) {
+        Some(valid) => match fast_issue(valid) {
+            Some(id) => id,
+            None => next_id_guarded(shard),
+        },
+        None => next_id_guarded(shard),
+    }
+}
+
+/// The fast half: an ID if nothing out of the ordinary stands in the way. Unguarded: it must
+/// not raise an error or panic (see the module's comment).
+#[inline(always)]
+fn fast_issue(shard: Shard) -> Option<i64> {
+    // SAFETY: a plain read of a backend-local flag.
+    if unsafe { pg_sys::XactReadOnly } || !gucs::owns(shard) {
+        return None;
+    }
+    let state = shmem::state()?;
+    let issued = state.try_issue(
+        shard,
+        SystemClock.monotonic_ms(),
+        gucs::epoch_unix_ms_preloaded(),
+        gucs::max_lead_ms(),
+    );
+    match issued {
+        FastIssue::Issued(id) => {
+            counters::count(shard);
+            Some(id)
+        }
+        FastIssue::Renew(id) => {
+            counters::count(shard);
+            renew_ahead_guarded(id);
+            Some(id)
+        }
+        FastIssue::Slow => None,
+    }
+}
+
+#[pg_guard]
+#[inline(never)]
+extern "C-unwind" fn next_id_guarded(shard: i64) -> i64 {
+    next_id(shard)
+}
+
+#[pg_guard]
+#[inline(never)]
+extern "C-unwind" fn next_own_id_guarded() -> i64 {
+    next_own_id()
+}
+
+/// Renews the lease ahead of need, after the fast half issued the ID that reached the renewal
+/// point. Guarded: writing WAL can raise an error.
+#[pg_guard]
+#[inline(never)]
+extern "C-unwind" fn renew_ahead_guarded(id: i64) {
+    if let Some(state) = shmem::state() {
+        generator(state).renew_ahead(id);
+    }
+}
+
+/// The next ID for a shard: greater than every ID issued for that shard before it. The slow
+/// path: every check, every wait, every error.
 pub fn next_id(shard: i64) -> i64 {
     let Some(shard) = i32::try_from(shard).ok().and_then(Shard::new) else {
         errors::shard_out_of_range(shard)
@@ -152,7 +216,10 @@ pub fn next_id(shard: i64) -> i64 {
         errors::shard_not_owned(shard.get(), &gucs::shards_text());
     }
     match generator(state).next_id(shard) {
-        Ok(id) => id,
+        Ok(id) => {
+            counters::count(shard);
+            id
+        }
         Err(refused) => raise(refused, shard),
     }
 }
@@ -167,7 +234,10 @@ fn next_own_id() -> i64 {
     let mut skipped = 0;
     loop {
         match generator(state).next_id(shard) {
-            Ok(id) => return id,
+            Ok(id) => {
+                counters::count(shard);
+                return id;
+            }
             Err(Refused::Released) if skipped < gucs::owned_count() => {
                 skipped += 1;
                 let Some(next) = gucs::pick_own_shard(backend, skipped) else {
@@ -182,60 +252,56 @@ fn next_own_id() -> i64 {
     errors::no_shard_owned(&gucs::shards_text())
 }
 
-#[inline]
-fn generator(state: &Shared) -> Generator<'_, PgHost> {
+/// The protocol for this backend's call, with the server's settings.
+pub fn generator(state: &Shared) -> Generator<'_, PgHost> {
     Generator::new(state, &PgHost, gucs::epoch_unix_ms(), gucs::max_lead_ms())
 }
 
-/// The shared state, if this server may generate now: preloaded, not in recovery, and in a
-/// read-write transaction. `what` names the caller in errors.
-#[inline]
-fn generating_state(what: &str) -> &'static Shared {
+/// The shared state, if this server may change or generate now: preloaded, not in recovery, and
+/// in a read-write transaction. `what` names the caller in errors.
+pub fn generating_state(what: &str) -> &'static Shared {
     let Some(state) = shmem::state() else {
         errors::not_preloaded(what)
     };
-    // SAFETY: a plain read of a backend-local flag.
-    if unsafe { pg_sys::XactReadOnly } || !KNOWN_PRIMARY.load(Relaxed) {
-        check_writable(what);
-    }
-    state
-}
-
-/// Set in a backend once it has seen that recovery is over; recovery never starts again in a
-/// running server, so after that the check is a load of this flag and of `XactReadOnly`.
-static KNOWN_PRIMARY: AtomicBool = AtomicBool::new(false);
-
-#[cold]
-#[inline(never)]
-fn check_writable(what: &str) {
     // SAFETY: plain calls and reads of backend state.
     unsafe {
         if pg_sys::RecoveryInProgress() {
             errors::during_recovery(what);
         }
-        KNOWN_PRIMARY.store(true, Relaxed);
         if pg_sys::XactReadOnly {
             errors::read_only_transaction(what);
         }
     }
+    state
 }
 
 /// A number unique among the server's live backends, dense from 0: how `snowid_next()` spreads
-/// backends over the owned shards.
+/// backends over the owned shards. A parallel worker takes its leader's, so that it draws from
+/// the leader's shard and one session's IDs keep increasing.
 fn backend_number() -> usize {
-    // SAFETY: a plain read of this backend's number, set before it runs SQL.
+    // SAFETY: plain reads of this process's number and its leader's, set before it runs SQL.
     #[cfg(any(feature = "pg15", feature = "pg16"))]
-    let number = unsafe { pg_sys::MyBackendId } - 1;
+    let number = unsafe {
+        match pg_sys::ParallelLeaderBackendId {
+            pg_sys::InvalidBackendId => pg_sys::MyBackendId,
+            leader => leader,
+        }
+    } - 1;
     // SAFETY: as above.
     #[cfg(not(any(feature = "pg15", feature = "pg16")))]
-    let number = unsafe { pg_sys::MyProcNumber };
+    let number = unsafe {
+        match pg_sys::ParallelLeaderProcNumber {
+            pg_sys::INVALID_PROC_NUMBER => pg_sys::MyProcNumber,
+            leader => leader,
+        }
+    };
     number.max(0) as usize
 }
 
 /// Raises the error for a refusal.
 #[cold]
 #[track_caller]
-fn raise(refused: Refused<std::io::Error>, shard: Shard) -> ! {
+pub fn raise(refused: Refused<crate::host::Unavailable>, shard: Shard) -> ! {
     let epoch_ms = gucs::epoch_unix_ms();
     match refused {
         Refused::Exhausted => errors::exhausted(epoch_ms),
@@ -243,12 +309,11 @@ fn raise(refused: Refused<std::io::Error>, shard: Shard) -> ! {
             errors::clock_before_epoch(epoch_ms, base_unix_ms)
         }
         Refused::Released => errors::shard_released(shard.get()),
-        Refused::NotGenerating(NotGenerating::EpochMovedLater {
+        Refused::Fenced(fence) => errors::fenced(fence),
+        Refused::EpochMovedLater {
             recorded_epoch_unix_ms,
-        }) => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
-        Refused::NotGenerating(NotGenerating::StateUnreadable) => errors::state_unreadable(),
-        Refused::NotGenerating(NotGenerating::StateStale) => errors::state_stale(),
-        Refused::Persist(e) => errors::lease_write_failed(&e),
+        } => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
+        Refused::Persist(unavailable) => errors::state_unavailable(&unavailable),
         Refused::TooFarAhead {
             floor_unix_ms,
             now_unix_ms,
@@ -256,51 +321,10 @@ fn raise(refused: Refused<std::io::Error>, shard: Shard) -> ! {
         // A cancel raises its own error from the wait; this is never reached inside PostgreSQL.
         Refused::Interrupted => {
             pg_sys::check_for_interrupts!();
+            errors::interrupted()
         }
     }
-    unreachable!("every refusal raises an error")
 }
-
-/// Resumes above an ID issued elsewhere: a `pg_upgrade`, a logical copy, a shard handed over.
-#[pg_extern(volatile, strict)]
-fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
-    let Some(parts) = layout::decompose(id) else {
-        errors::negative_id(id)
-    };
-    let state = generating_state("snowid_resume_above()");
-    let shard = Shard::new(parts.shard).unwrap_or_else(|| errors::shard_out_of_range(parts.shard));
-    let floor = generator(state)
-        .resume_above(parts)
-        .unwrap_or_else(|refused| raise(refused, shard));
-    crate::decode::timestamptz(floor).unwrap_or_else(|| errors::exhausted(gucs::epoch_unix_ms()))
-}
-
-/// Releases a shard on this server, for handing it to another: from the moment this returns, no
-/// statement here issues another ID for it. Returns the last ID issued for it.
-#[pg_extern(volatile, strict)]
-fn snowid_release(shard: i32) -> i64 {
-    let Some(shard) = Shard::new(shard) else {
-        errors::shard_out_of_range(shard)
-    };
-    let state = generating_state("snowid_release()");
-    if gucs::owns(shard) {
-        errors::release_while_owned(shard.get(), &gucs::shards_text());
-    }
-    generator(state).release(shard)
-}
-
-extension_sql!(
-    r#"
-REVOKE ALL ON FUNCTION snowid_resume_above(bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION snowid_release(int) FROM PUBLIC;
-COMMENT ON FUNCTION snowid_resume_above(bigint) IS
-    'Superuser: from now on every ID this server issues is dated after this ID''s millisecond, durably; for pg_upgrade, logical copies and shard hand-offs. Returns the new floor of the time base.';
-COMMENT ON FUNCTION snowid_release(int) IS
-    'Superuser: stops this server issuing IDs for a shard already removed from snowid.shards, including in running statements, and returns the last ID issued for it.';
-"#,
-    name = "operations_privileges",
-    requires = [snowid_resume_above, snowid_release]
-);
 
 /// Logs a warning at start-up when the time field runs out within a year.
 pub fn warn_if_exhaustion_is_near(epoch_ms: i64) {

@@ -238,16 +238,33 @@ pub fn epoch_unix_ms() -> i64 {
     }
 }
 
-/// The permitted lead in milliseconds.
-#[inline]
+/// The epoch in Unix milliseconds, for the hot path of a preloaded server, where it is always
+/// defined: one load.
+#[inline(always)]
+pub fn epoch_unix_ms_preloaded() -> i64 {
+    EPOCH_UNIX_MS.load(Relaxed)
+}
+
+/// The permitted lead in milliseconds: one load of the setting's variable (pgrx's accessor
+/// checks the calling thread first, which the hot path does not need).
+#[inline(always)]
 pub fn max_lead_ms() -> u64 {
-    MAX_LEAD_MS.get().max(0) as u64
+    // SAFETY: a plain read of the setting's variable, which PostgreSQL writes only between
+    // statements, on this thread.
+    // The setting's range is 0 to 60,000; through u32, even a negative could not overflow.
+    unsafe { *MAX_LEAD_MS.as_ptr() as u32 as u64 }
 }
 
 /// Whether this server may generate IDs for a shard (one load and a bit test).
-#[inline]
+#[inline(always)]
 pub fn owns(shard: Shard) -> bool {
-    OWNED.contains(shard.index())
+    OWNED.contains(shard)
+}
+
+/// The shard `snowid_next()` uses in this process, once picked (see [`own_shard`]).
+#[inline(always)]
+pub fn own_shard_picked() -> Option<Shard> {
+    Shard::new(OWN_PICK.load(Relaxed))
 }
 
 /// The shard `snowid_next()` uses in this process: the owned shard whose rank in the set is the
@@ -255,10 +272,7 @@ pub fn owns(shard: Shard) -> bool {
 /// changes. `None` when the server owns no shard.
 #[inline]
 pub fn own_shard(backend_number: usize) -> Option<Shard> {
-    match OWN_PICK.load(Relaxed) {
-        -1 => pick_own_shard(backend_number, 0),
-        shard => Shard::new(shard),
-    }
+    own_shard_picked().or_else(|| pick_own_shard(backend_number, 0))
 }
 
 /// Picks the owned shard `skip` places after this backend's own (after a release), and

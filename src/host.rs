@@ -1,14 +1,12 @@
-//! The issuing protocol's host inside PostgreSQL: the machine's clocks, the lease lock, the WAL
-//! and the state file, latch waits, and the server log.
+//! The issuing protocol's host inside PostgreSQL: the machine's clocks, the durable state in its
+//! pages and the WAL, latch waits, and the server log.
 
-use crate::shmem::{LeaseLockGuard, LEASE_LOCK};
-use crate::wal;
+use crate::{shmem, storage};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
-use snowid_core::host::{Clock, Event, Interrupted, LeaseStore, Report, Wait};
-use snowid_core::lease::{self, Record, StateFile};
-use std::path::Path;
+use snowid_core::durable::{Change, Damage, DurableState, Fence, Header};
+use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 
 /// The host for calls in this backend. It has no state; the protocol is generic over it, so
 /// every method below compiles into the caller.
@@ -26,22 +24,70 @@ impl Clock for PgHost {
     }
 }
 
-impl LeaseStore for PgHost {
-    type Error = std::io::Error;
-    type Guard = LeaseLockGuard;
+/// Why the durable state could not be read or changed.
+#[derive(Debug)]
+pub enum Unavailable {
+    /// Its pages are damaged (found so while changing them).
+    Damaged(Damage),
+    /// The change's record is durable here, but the wait for the synchronous standbys to confirm
+    /// it was cancelled, so nothing that depends on it may be used.
+    NotReplicated,
+}
 
-    fn try_lock(&self) -> Option<LeaseLockGuard> {
-        LEASE_LOCK.try_exclusive()
+impl DurableStore for PgHost {
+    type Error = Unavailable;
+
+    fn claimer(&self) -> u32 {
+        shmem::claimer()
     }
 
-    /// The WAL record first, flushed, so that standbys and restores learn the lease before any
-    /// ID under it can be committed; then the state file, fsynced, so that the lease survives
-    /// checkpoints.
-    fn persist(&self, record: &Record) -> std::io::Result<()> {
-        wal::log_lease(record);
-        // SAFETY: a plain read of PostgreSQL's fsync setting.
-        let fsync = unsafe { pg_sys::enableFsync };
-        lease::write(Path::new("."), &StateFile::running(*record), fsync)
+    /// The state from its pages. The first time (a new cluster, one carried over from snowid
+    /// 0.2.0, one made by `pg_upgrade`) or over damaged pages, it is created first: fenced,
+    /// if the cluster was upgraded, the old state file said so, or the pages were damaged.
+    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, Unavailable> {
+        let upgraded = storage::marked_upgraded();
+        let header = match storage::read() {
+            storage::Found::State(state) if !upgraded => return Ok(*state),
+            storage::Found::State(state) => Header {
+                fence: Some(Fence::Upgraded),
+                ..state.header
+            },
+            storage::Found::Missing if upgraded => Header {
+                fence: Some(Fence::Upgraded),
+                ..Header::fresh(epoch_unix_ms)
+            },
+            storage::Found::Missing => shmem::legacy()
+                .and_then(|import| import.header())
+                .unwrap_or_else(|| Header::fresh(epoch_unix_ms)),
+            storage::Found::Damaged(damage) => {
+                warning!(
+                    "snowid's state in \"global/{}\" is damaged ({damage}): it is created again, fenced",
+                    storage::RELATION_NUMBER
+                );
+                Header {
+                    fence: Some(Fence::Unreadable),
+                    ..Header::fresh(epoch_unix_ms)
+                }
+            }
+        };
+        storage::make_durable(storage::create(&header)).map_err(|_| Unavailable::NotReplicated)?;
+        storage::remove_marks();
+        match header.fence {
+            None => log!("snowid created its state in \"global/{}\"", storage::RELATION_NUMBER),
+            Some(fence) => log!(
+                "snowid created its state in \"global/{}\" fenced: {}; no ID is issued until a superuser resumes above the IDs already issued",
+                storage::RELATION_NUMBER,
+                fence.describe()
+            ),
+        }
+        Ok(DurableState::new(header))
+    }
+
+    /// The change's WAL record with its pages, flushed, and confirmed by the synchronous
+    /// standbys if there are any.
+    fn persist(&self, change: &Change) -> Result<(), Unavailable> {
+        let lsn = storage::write(change).map_err(Unavailable::Damaged)?;
+        storage::make_durable(lsn).map_err(|_| Unavailable::NotReplicated)
     }
 }
 
@@ -77,6 +123,17 @@ impl Report for PgHost {
                 "snowid time base is {behind_ms} ms ahead of the system clock, more than \
                  snowid.max_lead; IDs carry timestamps from the time base until the clock \
                  catches up"
+            ),
+            Event::ForwardStepFollowed {
+                ms,
+                confirmed_after_ms,
+            } => format!(
+                "snowid saw the system clock step forward by {ms} ms and stay there for \
+                 {confirmed_after_ms} ms; IDs now follow it"
+            ),
+            Event::ForwardGlitchIgnored { ms, lasted_ms } => format!(
+                "snowid ignored a forward jump of the system clock by {ms} ms that reverted after \
+                 {lasted_ms} ms; no ID carries its time"
             ),
         };
         ereport!(

@@ -2,10 +2,11 @@
 //! operators. Both read shared memory without locks; they are VOLATILE because the state moves.
 
 use crate::decode::timestamptz;
-use crate::{errors, gucs, shmem};
+use crate::{counters, errors, gucs, shmem, storage};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
-use snowid_core::generator::NotGenerating;
+use snowid_core::durable::Fence;
+use snowid_core::generator::Status;
 use snowid_core::host::Clock;
 use snowid_core::layout::{
     id_from_stamp, stamp_ms, Shard, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS,
@@ -58,29 +59,53 @@ fn snowid_info_v2() -> TableIterator<
 
 /// Whether this server generates, or why not.
 pub(crate) fn generating() -> String {
-    match shmem::state().map(|s| s.lease.not_generating()) {
-        None => "no: not loaded via shared_preload_libraries".to_string(),
-        // SAFETY: a plain call.
-        Some(_) if unsafe { pg_sys::RecoveryInProgress() } => {
-            "no: in recovery (a standby generates once promoted)".to_string()
-        }
-        Some(None) => "yes".to_string(),
-        Some(Some(NotGenerating::EpochMovedLater { .. })) => {
+    let Some(state) = shmem::state() else {
+        return "no: not loaded via shared_preload_libraries".to_string();
+    };
+    // SAFETY: a plain call.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        return "no: in recovery (a standby generates once promoted)".to_string();
+    }
+    let status = match state.lease.status() {
+        // Not loaded since the server started: what loading will find.
+        Status::NotLoaded => match storage::read() {
+            storage::Found::State(s) => match s.header.fence {
+                Some(fence) => Status::Fenced(fence),
+                None if !s.header.allows_epoch(gucs::epoch_unix_ms()) => Status::EpochMovedLater {
+                    recorded_epoch_unix_ms: s.header.epoch_unix_ms,
+                },
+                None => Status::Generating,
+            },
+            storage::Found::Missing => Status::Generating,
+            storage::Found::Damaged(_) => Status::Fenced(Fence::Unreadable),
+        },
+        status => status,
+    };
+    match status {
+        Status::Fenced(fence) => format!(
+            "no: fenced until a superuser resumes above the IDs already issued: {}",
+            fence.describe()
+        ),
+        Status::EpochMovedLater { .. } => {
             "no: snowid.epoch is later than the epoch of IDs already issued".to_string()
         }
-        Some(Some(NotGenerating::StateUnreadable)) => "no: snowid.state is unreadable".to_string(),
-        Some(Some(NotGenerating::StateStale)) => {
-            "no: snowid.state is older than the data directory".to_string()
-        }
+        Status::NotLoaded | Status::Generating => "yes".to_string(),
     }
 }
 
 /// The end of the lease: every ID issued so far is dated before it.
 pub(crate) fn high_water_mark() -> Option<TimestampWithTimeZone> {
-    match shmem::state()?.lease.end_ms() {
-        0 => None,
-        end_ms => timestamptz(gucs::epoch_unix_ms() + end_ms as i64),
-    }
+    let published = shmem::state()?.lease.end_ms();
+    let end_unix_ms = match published {
+        0 => match storage::read() {
+            storage::Found::State(s) if s.header.lease_end_unix_ms > s.header.epoch_unix_ms => {
+                s.header.lease_end_unix_ms
+            }
+            _ => return None,
+        },
+        end_ms => gucs::epoch_unix_ms() + end_ms as i64,
+    };
+    timestamptz(end_unix_ms)
 }
 
 /// A row per shard that issued IDs since the server started (or since the last crash restart),
@@ -109,7 +134,8 @@ fn snowid_stats_v2() -> TableIterator<
         .enumerate()
         .filter_map(|(n, cell)| {
             let (stamp, released) = cell.last();
-            if cell.issued() == 0 && !released {
+            let issued = cell.issued() + counters::unflushed(n);
+            if issued == 0 && !released {
                 return None;
             }
             let shard = Shard::new(n as i32)?;
@@ -118,7 +144,7 @@ fn snowid_stats_v2() -> TableIterator<
                 id_from_stamp(stamp, shard),
                 timestamptz(epoch_ms + stamp_ms(stamp) as i64),
                 (stamp & MAX_SEQ as u64) as i32,
-                cell.issued() as i64,
+                issued as i64,
                 cell.waits() as i64,
                 released,
             ))
@@ -132,7 +158,7 @@ extension_sql!(
 COMMENT ON FUNCTION snowid_info() IS
     'snowid on this server: epoch, layout, exhaustion date, shards, max_lead, whether it generates and why not, time base, how far the system clock is behind it, backward steps seen, high-water mark (every ID issued is dated before it) and lease writes.';
 COMMENT ON FUNCTION snowid_stats() IS
-    'A row per shard used or released since the server started: the last ID issued, its time and sequence number, IDs issued, waits at the lead bound.';
+    'A row per shard used since the server started, or released: the last ID issued, its time and sequence number, IDs issued (by transactions that ended, and by this session), waits at the lead bound.';
 "#,
     name = "info_comments",
     requires = [snowid_info_v2, snowid_stats_v2]

@@ -3,15 +3,18 @@
 //! Everything about issuing IDs that does not need PostgreSQL lives in the `snowid-core` crate
 //! (`core/`). This crate is the glue:
 //! - [`gucs`]: the `snowid.*` settings;
-//! - [`shmem`]: the shared-memory segment, with its concurrency rules, and how it starts and
-//!   stops;
-//! - [`wal`]: the lease in the WAL, a custom resource manager;
-//! - [`host`]: the protocol's host inside PostgreSQL (clocks, lock, WAL and file, waits, log);
+//! - [`shmem`]: the shared-memory segment, with its concurrency rules, and how it starts;
+//! - [`storage`]: the durable state's pages, in the buffer manager;
+//! - [`wal`]: the state's changes in the WAL, a custom resource manager, and their replay;
+//! - [`host`]: the protocol's host inside PostgreSQL (clocks, durable state, waits, log);
+//! - [`counters`]: IDs issued per shard, counted per process off the hot path;
 //! - [`errors`]: every error a user can meet;
-//! - the SQL functions: [`generate`], [`decode`], [`partitions`], [`trigger`] and [`info`].
+//! - the SQL functions: [`generate`], [`operations`], [`decode`], [`partitions`], [`trigger`]
+//!   and [`info`].
 
 use pgrx::prelude::*;
 
+pub mod counters;
 pub mod decode;
 pub mod errors;
 pub mod generate;
@@ -19,8 +22,10 @@ pub mod gucs;
 pub mod host;
 pub mod info;
 pub mod legacy;
+pub mod operations;
 pub mod partitions;
 pub mod shmem;
+pub mod storage;
 pub mod trigger;
 pub mod wal;
 
@@ -41,7 +46,14 @@ pub extern "C-unwind" fn _PG_init() {
         gucs::init();
         shmem::init();
         wal::register();
+        counters::register();
         generate::warn_if_exhaustion_is_near(gucs::epoch_unix_ms());
+    }
+    // pg_upgrade loads snowid into the new cluster, in binary-upgrade mode, to check and restore
+    // the schema: the mark left there fences the new cluster's first normal start.
+    // SAFETY: a plain read of a flag set before any library is loaded.
+    if unsafe { pg_sys::IsBinaryUpgrade } {
+        storage::mark_upgraded();
     }
 }
 

@@ -1,29 +1,35 @@
-//! The lease in the WAL: a custom WAL resource manager.
+//! snowid's records in the WAL: a custom WAL resource manager.
 //!
-//! Every lease a primary makes durable is also a WAL record, flushed before any ID under the
-//! lease is handed out (see [`crate::host`]). Replaying it, on a standby, in crash recovery or in
-//! a restore from a base backup, raises every shard above the lease and the time base to the
-//! recorded base, and writes the state file durably, so a restartpoint that passes the record
-//! loses nothing. A promoted standby or a restored cluster thereby resumes above every ID whose
-//! lease it replayed, whatever its clock says.
+//! Every change of the durable state (see `snowid_core::durable`) is one record, inserted with
+//! the pages it changes ([`crate::storage`]): the state's creation (`INIT`, every page whole), a
+//! lease (`LEASE`), a shard handed off (`RELEASE`), a resume above known IDs (`RESUME`).
+//! Replaying one, on a standby, in crash recovery or in a restore, changes the same pages the
+//! same way; the pages then reach disk at the next restartpoint or checkpoint, like any others.
+//! Replay writes no file and touches no shared memory of snowid's: whoever generates next, once
+//! recovery is over, loads the state from the pages.
+//!
+//! snowid 0.2.0 wrote leases as records of their own (info 0x00), with no page. A server of
+//! this version replays them (standbys are upgraded before their primary) into the import that
+//! creates its state later ([`crate::shmem::LegacyImport`]) and into the old state file, durably,
+//! as 0.2.0 did, so that a restartpoint passing them loses nothing.
 //!
 //! A server that replays these records must load snowid through `shared_preload_libraries`
 //! too: PostgreSQL stops recovery at the first record of a resource manager it does not know.
 
-use crate::{gucs, shmem};
+use crate::{shmem, storage};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowid_core::clock::{sample_patiently, SystemClock};
-use snowid_core::epoch;
-use snowid_core::lease::Record;
-use std::ffi::{c_char, CStr, CString};
+use snowid_core::durable::{Change, Kind};
+use snowid_core::legacy::{self, Record};
+use std::ffi::{c_char, CString};
+use std::path::Path;
 
 /// snowid's resource manager ID. 128 is `RM_EXPERIMENTAL_ID`, the ID PostgreSQL sets aside for
 /// extensions in development; a unique one must be reserved on PostgreSQL's list of custom WAL
 /// resource managers before snowid 1.0.
 pub const RMGR_ID: u8 = 128;
-/// The one kind of record: a lease (its end, the time base and the epoch).
-const LEASE: u8 = 0x00;
+/// snowid 0.2.0's lease record.
+const LEASE_V1: u8 = 0x00;
 
 static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
     rm_name: c"snowid".as_ptr(),
@@ -42,16 +48,24 @@ pub fn register() {
     unsafe { pg_sys::RegisterCustomRmgr(RMGR_ID as _, &raw mut RMGR) };
 }
 
-/// Writes a lease record and flushes the WAL up to it.
-pub fn log_lease(record: &Record) {
-    let mut bytes = record.to_bytes();
-    // SAFETY: the standard sequence for a record with main data only; `bytes` outlives the
-    // insert, which copies it.
+/// Inserts a record: its kind, its data, and the buffers it changes (registered as blocks 0, 1,
+/// ... in that order, with `flags`). Call in a critical section, with the buffers locked
+/// exclusively; returns the record's location.
+pub fn log_change(
+    kind: Kind,
+    data: &[u8],
+    buffers: &[pg_sys::Buffer],
+    flags: u8,
+) -> pg_sys::XLogRecPtr {
+    // SAFETY: the standard sequence for a record with main data and block references; `data`
+    // outlives the insert, which copies it; the caller holds the buffers as it requires.
     unsafe {
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(bytes.as_mut_ptr() as _, bytes.len() as _);
-        let lsn = pg_sys::XLogInsert(RMGR_ID as _, LEASE);
-        pg_sys::XLogFlush(lsn);
+        pg_sys::XLogRegisterData(data.as_ptr() as _, data.len() as _);
+        for (id, &buffer) in buffers.iter().enumerate() {
+            pg_sys::XLogRegisterBuffer(id as u8, buffer, flags);
+        }
+        pg_sys::XLogInsert(RMGR_ID as _, kind as u8)
     }
 }
 
@@ -78,56 +92,73 @@ unsafe fn contents<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8]) {
     }
 }
 
+/// What a record holds, or why it cannot be read.
+enum Decoded {
+    Change(Change),
+    LeaseV1(Record),
+}
+
+fn decode(info: u8, data: &[u8]) -> Result<Decoded, String> {
+    if info == LEASE_V1 {
+        return Record::from_bytes(data)
+            .map(Decoded::LeaseV1)
+            .map_err(|e| e.to_string());
+    }
+    let kind = Kind::from_info(info).ok_or_else(|| format!("an unknown kind ({info:#04x})"))?;
+    Change::from_bytes(kind, data)
+        .map(Decoded::Change)
+        .map_err(|e| e.to_string())
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes a valid reader state.
     let (info, data) = unsafe { contents(record) };
-    let lease = match (info, Record::from_bytes(data)) {
-        (LEASE, Ok(lease)) => lease,
-        (_, result) => {
-            let why = result
-                .err()
-                .map_or("an unknown kind".into(), |e| e.to_string());
-            ereport!(
-                PgLogLevel::ERROR,
-                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                format!("snowid cannot replay a WAL record: {why}")
-            );
-            return;
-        }
-    };
-    if let Some(state) = shmem::state() {
-        state.replay(
-            &lease,
-            gucs::epoch_unix_ms(),
-            sample_patiently(&SystemClock),
-        );
+    match decode(info, data) {
+        // SAFETY: as above.
+        Ok(Decoded::Change(change)) => unsafe { storage::replay(record, &change) },
+        Ok(Decoded::LeaseV1(lease)) => replay_lease_v1(&lease),
+        Err(why) => ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            format!("snowid cannot replay a WAL record: {why}")
+        ),
     }
-    if let Err(e) = shmem::absorb_replayed(&lease) {
+}
+
+/// A 0.2.0 lease: into the import to come and the old file, durably.
+fn replay_lease_v1(lease: &Record) {
+    if let Some(import) = shmem::legacy() {
+        import.raise(lease);
+    }
+    // SAFETY: plain reads of PostgreSQL's fsync setting and the data directory's mode.
+    let (fsync, mode) = unsafe { (pg_sys::enableFsync, pg_sys::data_directory_mode as u32) };
+    if let Err(e) = legacy::absorb(Path::new("."), lease, fsync, mode & 0o666) {
         ereport!(
             PgLogLevel::ERROR,
             PgSqlErrorCode::ERRCODE_IO_ERROR,
             format!(
                 "could not write snowid high-water mark file \"{}\" during replay: {e}",
-                snowid_core::lease::FILE_NAME
+                legacy::FILE_NAME
             )
         );
     }
 }
 
-/// How `pg_waldump` and error contexts show a record.
+/// How `pg_waldump`, `pg_walinspect` and error contexts show a record.
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes a valid reader state.
-    let (_, data) = unsafe { contents(record) };
-    let text = match Record::from_bytes(data) {
-        Ok(r) => format!(
-            "lease until {}, time base {}, epoch {}",
-            epoch::format(r.lease_end_unix_ms),
-            epoch::format(r.base_unix_ms),
-            epoch::format(r.epoch_unix_ms)
+    let (info, data) = unsafe { contents(record) };
+    let text = match decode(info, data) {
+        Ok(Decoded::Change(change)) => change.describe(),
+        Ok(Decoded::LeaseV1(r)) => format!(
+            "lease until {}, time base {}, epoch {} (snowid 0.2.0)",
+            snowid_core::epoch::format(r.lease_end_unix_ms),
+            snowid_core::epoch::format(r.base_unix_ms),
+            snowid_core::epoch::format(r.epoch_unix_ms)
         ),
-        Err(e) => format!("malformed: {e}"),
+        Err(why) => format!("malformed: {why}"),
     };
     let text = CString::new(text).unwrap_or_default();
     // SAFETY: `buf` is a valid StringInfo; the text is NUL-terminated.
@@ -136,9 +167,10 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
 
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
-    const NAME: &CStr = c"LEASE";
-    match info & !(pg_sys::XLR_INFO_MASK as u8) {
-        LEASE => NAME.as_ptr(),
-        _ => std::ptr::null(),
+    let info = info & !(pg_sys::XLR_INFO_MASK as u8);
+    match Kind::from_info(info) {
+        Some(kind) => kind.name().as_ptr(),
+        None if info == LEASE_V1 => c"LEASE (0.2.0)".as_ptr(),
+        None => std::ptr::null(),
     }
 }

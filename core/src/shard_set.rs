@@ -5,7 +5,7 @@
 
 use crate::layout::{MAX_SHARD, SHARD_COUNT};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 const WORDS: usize = SHARD_COUNT / 64;
 
@@ -173,27 +173,40 @@ impl fmt::Display for ShardSet {
 
 /// A shard set that a settings change can replace while generation reads it: the owning
 /// process's copy, looked up without a lock.
-pub struct LiveShardSet([AtomicU64; WORDS]);
+pub struct LiveShardSet {
+    words: [AtomicU64; WORDS],
+    /// Whether every shard is in the set, the default: then a lookup is one load.
+    all: AtomicBool,
+}
 
 impl LiveShardSet {
     pub const fn all() -> LiveShardSet {
-        LiveShardSet([const { AtomicU64::new(u64::MAX) }; WORDS])
-    }
-
-    pub fn replace(&self, set: &ShardSet) {
-        for (word, value) in self.0.iter().zip(set.0) {
-            word.store(value, Relaxed);
+        LiveShardSet {
+            words: [const { AtomicU64::new(u64::MAX) }; WORDS],
+            all: AtomicBool::new(true),
         }
     }
 
-    #[inline]
-    pub fn contains(&self, shard: usize) -> bool {
-        self.0[shard / 64].load(Relaxed) & (1 << (shard % 64)) != 0
+    pub fn replace(&self, set: &ShardSet) {
+        self.all.store(false, Relaxed);
+        for (word, value) in self.words.iter().zip(set.0) {
+            word.store(value, Relaxed);
+        }
+        self.all.store(set.len() == SHARD_COUNT, Relaxed);
+    }
+
+    /// Whether a shard is in the set: a load, or two and a bit test, with no bounds check that
+    /// could panic (the mask is a no-op for a shard).
+    #[inline(always)]
+    pub fn contains(&self, shard: crate::layout::Shard) -> bool {
+        let shard = shard.index();
+        self.all.load(Relaxed)
+            || self.words[(shard / 64) & (WORDS - 1)].load(Relaxed) & (1 << (shard % 64)) != 0
     }
 
     /// A copy of the set as it is now.
     pub fn snapshot(&self) -> ShardSet {
-        ShardSet(std::array::from_fn(|w| self.0[w].load(Relaxed)))
+        ShardSet(std::array::from_fn(|w| self.words[w].load(Relaxed)))
     }
 }
 
@@ -244,11 +257,16 @@ mod tests {
 
     #[test]
     fn a_live_set_follows_replacements() {
+        let shard = |n| crate::layout::Shard::new(n).unwrap();
         let live = LiveShardSet::all();
-        assert!(live.contains(8191));
+        assert!(live.contains(shard(8191)));
         live.replace(&ShardSet::parse("7").unwrap());
-        assert!(live.contains(7) && !live.contains(8191) && !live.contains(0));
+        assert!(live.contains(shard(7)) && !live.contains(shard(8191)) && !live.contains(shard(0)));
         assert_eq!(live.snapshot(), ShardSet::parse("7").unwrap());
+        live.replace(&ShardSet::all());
+        assert!(live.contains(shard(0)) && live.contains(shard(8191)));
+        live.replace(&ShardSet::parse("0-8190").unwrap());
+        assert!(live.contains(shard(0)) && !live.contains(shard(8191)));
     }
 
     #[test]

@@ -43,13 +43,14 @@ pub enum Refusal {
     Released,
 }
 
-/// One shard's state, alone on its cache line: the last issued stamp, and a counter of waits
-/// that only callers already on the slow path touch. (How many IDs a shard issued is counted by
-/// each process on its own, off the shared line: see the extension's `counters`.)
+/// One shard's state, alone on its cache line: the last issued stamp, which issuing changes, and
+/// two counters that issuing does not touch: the IDs issued, which each process counts on its
+/// own and adds here now and then, and the waits at the lead, counted on the slow path.
 #[repr(C, align(64))]
 pub struct ShardCell {
     /// The last stamp issued on the shard, possibly with [`RELEASED`] set.
     pub stamp: AtomicU64,
+    issued: AtomicU64,
     waits: AtomicU64,
 }
 
@@ -58,8 +59,19 @@ impl ShardCell {
     pub fn starting_after(last: u64) -> ShardCell {
         ShardCell {
             stamp: AtomicU64::new(last),
+            issued: AtomicU64::new(0),
             waits: AtomicU64::new(0),
         }
+    }
+
+    /// Adds IDs a process issued and counted on its own.
+    pub fn add_issued(&self, count: u64) {
+        self.issued.fetch_add(count, Relaxed);
+    }
+
+    /// IDs issued since start, as far as processes have added their counts.
+    pub fn issued(&self) -> u64 {
+        self.issued.load(Relaxed)
     }
 
     /// Counts a wait at the lead bound.

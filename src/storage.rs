@@ -1,0 +1,508 @@
+//! Where the durable state lives: a small relation of its own, kept by PostgreSQL's buffer
+//! manager and changed only through the WAL, like an index's metapage.
+//!
+//! The relation is `global/9128` in the data directory, [`BLOCKS`] pages: block 0 holds the
+//! state's header (lease, time-base floor, earliest epoch, fence, released shards), the others
+//! the released shards' last IDs (see `snowid_core::durable`). It belongs to no database and to
+//! no catalog; 9128 lies in the range of OIDs PostgreSQL keeps for development (8000 to 9999),
+//! which no released version assigns, and PostgreSQL never creates a relation file over an
+//! existing one.
+//!
+//! Each change is one WAL record that names the pages it changes ([`write`]), with the buffer
+//! locked exclusively while the record is inserted, as for any page:
+//! - standbys, crash recovery and restores replay it into the same pages ([`crate::wal`]);
+//! - checkpoints and restartpoints write the pages to disk, durably, before they complete,
+//!   with full-page images in the WAL protecting them from torn writes and data checksums from
+//!   rot, and no write of snowid's own at replay or at exit;
+//! - base backups copy the file; `pg_rewind` follows the records' page references; `pg_upgrade`
+//!   leaves it behind, and the new cluster fences itself ([`mark_upgraded`]).
+//!
+//! Before the change is used, its record is flushed, and waited for on the synchronous standbys
+//! ([`make_durable`]).
+
+use crate::wal::log_change;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use snowid_core::durable::{
+    last_ids_from_bytes, last_ids_to_bytes, shards_of_block, Change, Damage, DurableState, Header,
+    BLOCKS, HEADER_LEN, LAST_IDS_LEN,
+};
+use std::ffi::c_int;
+
+/// The relation's file name in the `global` directory, and its relation number.
+pub const RELATION_NUMBER: u32 = 9128;
+/// The size of PostgreSQL's page header: the contents start after it.
+const PAGE_HEADER: usize = 24;
+const BLOCK_SIZE: usize = pg_sys::BLCKSZ as usize;
+
+#[cfg(feature = "pg15")]
+type Locator = pg_sys::RelFileNode;
+#[cfg(not(feature = "pg15"))]
+type Locator = pg_sys::RelFileLocator;
+
+/// The relation: in the global tablespace, in no database.
+fn locator() -> Locator {
+    #[cfg(feature = "pg15")]
+    return pg_sys::RelFileNode {
+        spcNode: pg_sys::GLOBALTABLESPACE_OID,
+        dbNode: pg_sys::InvalidOid,
+        relNode: pg_sys::Oid::from(RELATION_NUMBER),
+    };
+    #[cfg(not(feature = "pg15"))]
+    return pg_sys::RelFileLocator {
+        spcOid: pg_sys::GLOBALTABLESPACE_OID,
+        dbOid: pg_sys::InvalidOid,
+        relNumber: pg_sys::Oid::from(RELATION_NUMBER),
+    };
+}
+
+/// The relation's storage manager handle.
+fn smgr() -> pg_sys::SMgrRelation {
+    // SAFETY: smgropen only builds (or finds) the handle; -1 is "not a temporary relation".
+    unsafe { pg_sys::smgropen(locator(), -1) }
+}
+
+/// A pinned buffer of one of the relation's pages, locked as asked, released when dropped.
+struct Page(pg_sys::Buffer);
+
+impl Page {
+    /// Reads a page through the buffer manager and locks it.
+    fn read(block: u32, mode: pg_sys::ReadBufferMode::Type, lock: u32) -> Page {
+        // SAFETY: the relation's pages exist (callers check) or are being created (zeroing
+        // modes); the buffer is pinned until this value is dropped.
+        unsafe {
+            let buffer = pg_sys::ReadBufferWithoutRelcache(
+                locator(),
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                block,
+                mode,
+                std::ptr::null_mut(),
+                true,
+            );
+            // The zeroing modes return the buffer already locked exclusively.
+            if !matches!(
+                mode,
+                pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK
+                    | pg_sys::ReadBufferMode::RBM_ZERO_AND_CLEANUP_LOCK
+            ) {
+                pg_sys::LockBuffer(buffer, lock as c_int);
+            }
+            Page(buffer)
+        }
+    }
+
+    fn header(&self) -> *mut pg_sys::PageHeaderData {
+        // SAFETY: the buffer is valid and pinned.
+        unsafe { pg_sys::BufferGetPage(self.0).cast() }
+    }
+
+    /// The page's contents after its header, `len` bytes.
+    fn contents(&self, len: usize) -> &[u8] {
+        // SAFETY: the page is BLCKSZ bytes, pinned and locked by this value; `len` fits after
+        // the header (checked by the constants' assertions in the core).
+        unsafe { std::slice::from_raw_parts(self.header().cast::<u8>().add(PAGE_HEADER), len) }
+    }
+
+    /// Replaces the page's contents after its header with `bytes`.
+    fn set_contents(&self, bytes: &[u8]) {
+        // SAFETY: as in `contents`; the buffer is locked exclusively by the caller.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.header().cast::<u8>().add(PAGE_HEADER),
+                bytes.len(),
+            )
+        };
+    }
+
+    fn is_new(&self) -> bool {
+        // SAFETY: as in `header`.
+        unsafe { pg_sys::PageIsNew(self.header().cast()) }
+    }
+
+    /// Formats the page and writes `bytes` as its contents; the hole after them is what a
+    /// full-page image leaves out.
+    fn format(&self, bytes: &[u8]) {
+        // SAFETY: as in `contents`.
+        unsafe {
+            pg_sys::PageInit(self.header().cast(), BLOCK_SIZE, 0);
+            (*self.header()).pd_lower = (PAGE_HEADER + bytes.len()) as u16;
+        }
+        self.set_contents(bytes);
+    }
+
+    fn set_lsn(&self, lsn: pg_sys::XLogRecPtr) {
+        // SAFETY: as in `header`; the buffer is locked exclusively by the caller.
+        unsafe {
+            (*self.header()).pd_lsn = pg_sys::PageXLogRecPtr {
+                xlogid: (lsn >> 32) as u32,
+                xrecoff: lsn as u32,
+            };
+        }
+    }
+
+    fn mark_dirty(&self) {
+        // SAFETY: the buffer is pinned and locked exclusively by the caller.
+        unsafe { pg_sys::MarkBufferDirty(self.0) };
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: the buffer is pinned and locked by this value. This also runs while an error
+        // unwinds past it (pgrx turns PostgreSQL's error into a panic after cleaning up its
+        // error state), before the transaction's abort would release the lock and pin itself.
+        unsafe { pg_sys::UnlockReleaseBuffer(self.0) };
+    }
+}
+
+/// What [`read`] found.
+pub enum Found {
+    /// The relation was never created (or its creation never became durable).
+    Missing,
+    State(Box<DurableState>),
+    Damaged(Damage),
+}
+
+/// Whether the relation holds all its pages.
+pub fn exists() -> bool {
+    let smgr = smgr();
+    // SAFETY: plain calls on a valid handle.
+    unsafe {
+        pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM)
+            && pg_sys::smgrnblocks(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) >= BLOCKS
+    }
+}
+
+/// Reads the state from its pages. A page the buffer manager finds damaged (a checksum failure
+/// or a broken header) comes back zeroed with a warning in the log; a zeroed block 0 whose file
+/// block is not all zero is damage, not a state never created.
+pub fn read() -> Found {
+    if !exists() {
+        return Found::Missing;
+    }
+    let block0 = Page::read(
+        0,
+        pg_sys::ReadBufferMode::RBM_ZERO_ON_ERROR,
+        pg_sys::BUFFER_LOCK_SHARE,
+    );
+    if block0.is_new() {
+        drop(block0);
+        return match file_block_is_zero(0) {
+            true => Found::Missing,
+            false => Found::Damaged(Damage::NotAState),
+        };
+    }
+    let header = match Header::from_bytes(block0.contents(HEADER_LEN)) {
+        Ok(header) => header,
+        Err(damage) => return Found::Damaged(damage),
+    };
+    drop(block0);
+    let mut state = DurableState::new(header);
+    for block in 1..BLOCKS {
+        let page = Page::read(
+            block,
+            pg_sys::ReadBufferMode::RBM_ZERO_ON_ERROR,
+            pg_sys::BUFFER_LOCK_SHARE,
+        );
+        if !page.is_new() {
+            let shards = shards_of_block(block);
+            // A last ID only tells which ID a released shard stopped at: a damaged page of them
+            // costs that information, never an ID.
+            let _ = last_ids_from_bytes(page.contents(LAST_IDS_LEN), &mut state.last_ids[shards]);
+        }
+    }
+    Found::State(Box::new(state))
+}
+
+/// Whether a block of the relation's file is all zeros on disk.
+fn file_block_is_zero(block: u32) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = format!("global/{RELATION_NUMBER}");
+    let mut bytes = vec![0u8; BLOCK_SIZE];
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            f.seek(SeekFrom::Start(u64::from(block) * BLOCK_SIZE as u64))?;
+            f.read_exact(&mut bytes)
+        })
+        .map_or(true, |()| bytes.iter().all(|&b| b == 0))
+}
+
+/// A zeroed page, aligned as PostgreSQL's I/O wants its buffers.
+#[repr(C, align(4096))]
+struct ZeroPage([u8; BLOCK_SIZE]);
+static ZERO_PAGE: ZeroPage = ZeroPage([0; BLOCK_SIZE]);
+
+/// Creates the state, or re-creates it over damaged pages: the relation's file and all its
+/// pages, with `header` in block 0 and no last IDs, in one WAL record carrying every page whole.
+/// Returns the record's location (see [`make_durable`]).
+pub fn create(header: &Header) -> pg_sys::XLogRecPtr {
+    let smgr = smgr();
+    // SAFETY: plain storage-manager calls on the relation's handle; extending writes zeroed
+    // pages that the record below initialises, and registers them for the next checkpoint's
+    // fsync.
+    unsafe {
+        if !pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) {
+            pg_sys::smgrcreate(smgr, pg_sys::ForkNumber::MAIN_FORKNUM, false);
+        }
+        let present = pg_sys::smgrnblocks(smgr, pg_sys::ForkNumber::MAIN_FORKNUM);
+        for block in present..BLOCKS {
+            pg_sys::smgrextend(
+                smgr,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                block,
+                ZERO_PAGE.0.as_ptr() as _,
+                false,
+            );
+        }
+        pg_sys::XLogEnsureRecordSpace(BLOCKS as c_int - 1, 0);
+    }
+    let pages: Vec<Page> = (0..BLOCKS)
+        .map(|b| {
+            Page::read(
+                b,
+                pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK,
+                pg_sys::BUFFER_LOCK_EXCLUSIVE,
+            )
+        })
+        .collect();
+    let contents: Vec<Vec<u8>> = (0..BLOCKS)
+        .map(|b| match b {
+            0 => header.to_bytes().to_vec(),
+            b => last_ids_to_bytes(&vec![0; shards_of_block(b).len()]).to_vec(),
+        })
+        .collect();
+    let change = Change::Init(Box::new(header.clone()));
+    let data = change.to_bytes();
+    let buffers: Vec<pg_sys::Buffer> = pages.iter().map(|p| p.0).collect();
+    let flags = (pg_sys::REGBUF_FORCE_IMAGE | pg_sys::REGBUF_STANDARD) as u8;
+    in_critical_section(|| {
+        for (page, bytes) in pages.iter().zip(&contents) {
+            page.format(bytes);
+            page.mark_dirty();
+        }
+        let lsn = log_change(change.kind(), &data, &buffers, flags);
+        for page in &pages {
+            page.set_lsn(lsn);
+        }
+        lsn
+    })
+}
+
+/// Makes a change to the state: computes the new contents of the pages it touches, then, in a
+/// critical section, writes them and the WAL record. Returns the record's location (see
+/// [`make_durable`]), or the damage that kept it from computing the pages.
+pub fn write(change: &Change) -> Result<pg_sys::XLogRecPtr, Damage> {
+    let blocks = change.blocks();
+    let pages: Vec<Page> = blocks
+        .iter()
+        .map(|&b| {
+            Page::read(
+                b,
+                pg_sys::ReadBufferMode::RBM_NORMAL,
+                pg_sys::BUFFER_LOCK_EXCLUSIVE,
+            )
+        })
+        .collect();
+    let mut contents = Vec::with_capacity(blocks.len());
+    for (&block, page) in blocks.iter().zip(&pages) {
+        contents.push(changed(change, block, page)?);
+    }
+    let data = change.to_bytes();
+    let buffers: Vec<pg_sys::Buffer> = pages.iter().map(|p| p.0).collect();
+    Ok(in_critical_section(|| {
+        for (page, bytes) in pages.iter().zip(&contents) {
+            page.set_contents(bytes);
+            page.mark_dirty();
+        }
+        let lsn = log_change(
+            change.kind(),
+            &data,
+            &buffers,
+            pg_sys::REGBUF_STANDARD as u8,
+        );
+        for page in &pages {
+            page.set_lsn(lsn);
+        }
+        lsn
+    }))
+}
+
+/// A page's contents once `change` is applied to them.
+fn changed(change: &Change, block: u32, page: &Page) -> Result<Vec<u8>, Damage> {
+    if block == 0 {
+        let mut header = Header::from_bytes(page.contents(HEADER_LEN))?;
+        change.apply_to_header(&mut header);
+        Ok(header.to_bytes().to_vec())
+    } else {
+        let mut ids = vec![0i64; shards_of_block(block).len()];
+        last_ids_from_bytes(page.contents(LAST_IDS_LEN), &mut ids)?;
+        change.apply_to_last_ids(block, &mut ids);
+        Ok(last_ids_to_bytes(&ids).to_vec())
+    }
+}
+
+/// Replays a change into its pages (in the startup process): each page the record names is
+/// changed unless it is already newer than the record or was restored whole from an image in
+/// it. A page too damaged to change is left as it is: loading it later fences generation.
+///
+/// # Safety
+///
+/// `record` is the reader state PostgreSQL passes to a resource manager's redo callback.
+pub unsafe fn replay(record: *mut pg_sys::XLogReaderState, change: &Change) {
+    for (id, block) in change.blocks().into_iter().enumerate() {
+        let mut buffer: pg_sys::Buffer = 0;
+        // SAFETY: guaranteed by the caller; the block IDs are those `write` registered.
+        let action = unsafe { pg_sys::XLogReadBufferForRedo(record, id as u8, &mut buffer) };
+        if buffer == 0 {
+            continue;
+        }
+        let page = Page(buffer);
+        if action == pg_sys::XLogRedoAction::BLK_NEEDS_REDO {
+            match changed(change, block, &page) {
+                Ok(bytes) => {
+                    page.set_contents(&bytes);
+                    // SAFETY: guaranteed by the caller.
+                    page.set_lsn(unsafe { (*record).EndRecPtr });
+                    page.mark_dirty();
+                }
+                Err(damage) => warning!(
+                    "snowid state page {block} is damaged ({damage}); it is left as it is, and generation will be fenced"
+                ),
+            }
+        }
+        // Dropped: the redo read returned the buffer pinned and locked exclusively.
+    }
+}
+
+/// Runs `work` in a critical section, where any error is a PANIC: what it does must not fail.
+fn in_critical_section<T>(work: impl FnOnce() -> T) -> T {
+    // SAFETY: START_CRIT_SECTION and END_CRIT_SECTION, as PostgreSQL's macros do them.
+    unsafe { pg_sys::CritSectionCount += 1 };
+    let result = work();
+    // SAFETY: as above.
+    unsafe { pg_sys::CritSectionCount -= 1 };
+    result
+}
+
+/// A change's record is not on the synchronous standbys: the wait for them was cancelled.
+#[derive(Debug)]
+pub struct NotReplicated;
+
+/// Makes a record durable before anything depending on it is used: flushes the WAL up to it,
+/// then, if synchronous standbys are configured, waits until they have flushed it too, as a
+/// commit under `synchronous_commit = on` would, whatever this session's `synchronous_commit`
+/// says: the record covers IDs for every session, not just this one. The wait ends early on a
+/// cancel or a termination, as a commit's does; then the change is not replicated, and must not
+/// be used.
+pub fn make_durable(lsn: pg_sys::XLogRecPtr) -> Result<(), NotReplicated> {
+    // SAFETY: XLogFlush on a location this process inserted.
+    unsafe { pg_sys::XLogFlush(lsn) };
+    if !sync_standbys_configured() {
+        return Ok(());
+    }
+    {
+        let _settings = StrictestSyncRep::set();
+        // SAFETY: called as a commit calls it, with interrupts held off (it checks for cancels
+        // itself) and this session's settings raised to a flush on the standbys.
+        unsafe {
+            pg_sys::InterruptHoldoffCount += 1;
+            pg_sys::SyncRepWaitForLSN(lsn, false);
+            pg_sys::InterruptHoldoffCount -= 1;
+        }
+    }
+    // SAFETY: the shared array of what synchronous standbys have confirmed, which only grows.
+    let flushed = unsafe { (*pg_sys::WalSndCtl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize] };
+    if flushed >= lsn || !sync_standbys_configured() {
+        Ok(())
+    } else {
+        Err(NotReplicated)
+    }
+}
+
+/// `synchronous_commit = on` for one wait, if this session's setting is weaker, through the GUC
+/// machinery (as a function's `SET` clause does, so also in a parallel worker); the session's own
+/// setting is put back when this is dropped, or by the transaction's abort after an error.
+struct StrictestSyncRep(Option<c_int>);
+
+impl StrictestSyncRep {
+    fn set() -> StrictestSyncRep {
+        // SAFETY: a plain read of this session's setting, then the standard calls to set a
+        // setting for a nesting level of its own.
+        unsafe {
+            if pg_sys::synchronous_commit
+                >= pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as c_int
+            {
+                return StrictestSyncRep(None);
+            }
+            let level = pg_sys::NewGUCNestLevel();
+            pg_sys::set_config_option(
+                c"synchronous_commit".as_ptr(),
+                c"on".as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+            StrictestSyncRep(Some(level))
+        }
+    }
+}
+
+impl Drop for StrictestSyncRep {
+    fn drop(&mut self) {
+        if let Some(level) = self.0 {
+            // SAFETY: pops the nesting level `set` pushed.
+            unsafe { pg_sys::AtEOXact_GUC(true, level) };
+        }
+    }
+}
+
+/// Whether this server is to wait for synchronous standbys: it sends WAL, and
+/// `synchronous_standby_names` names some.
+fn sync_standbys_configured() -> bool {
+    // SAFETY: plain reads of settings; the names are a NUL-terminated string or null.
+    unsafe {
+        pg_sys::max_wal_senders > 0
+            && !pg_sys::SyncRepStandbyNames.is_null()
+            && *pg_sys::SyncRepStandbyNames != 0
+    }
+}
+
+/// The file a cluster in binary-upgrade mode leaves, so that its first normal start fences
+/// generation: `pg_upgrade` does not carry snowid's state over, and the new cluster would
+/// otherwise start below the old cluster's IDs.
+pub const UPGRADED_MARK: &str = "snowid.upgraded";
+
+/// Leaves [`UPGRADED_MARK`] in the data directory, durably. Called by `_PG_init` in any process
+/// of a server in binary-upgrade mode: `pg_upgrade` loads snowid there to check and restore the
+/// schema, whether or not it is preloaded.
+pub fn mark_upgraded() {
+    use std::io::Write;
+    let written = std::fs::File::create(UPGRADED_MARK).and_then(|mut f| {
+        f.write_all(b"snowid: this cluster was made by pg_upgrade; generation is fenced until snowid_resume_above\n")?;
+        f.sync_all()?;
+        std::fs::File::open(".")?.sync_all()
+    });
+    if let Err(e) = written {
+        warning!("snowid could not leave \"{UPGRADED_MARK}\" in the new cluster: {e}");
+    }
+}
+
+/// Whether [`UPGRADED_MARK`] is there.
+pub fn marked_upgraded() -> bool {
+    std::path::Path::new(UPGRADED_MARK).exists()
+}
+
+/// Removes the mark (and an old version's state file) once the state holds what they said.
+pub fn remove_marks() {
+    for file in [UPGRADED_MARK, snowid_core::legacy::FILE_NAME] {
+        match std::fs::remove_file(file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => log!("snowid could not remove \"{file}\": {e}"),
+        }
+    }
+}
