@@ -185,6 +185,14 @@ fn legacy_import() -> Option<Header> {
     if matches!(found, Ok(None)) {
         return None;
     }
+    if crate::storage::exists_on_disk() {
+        log!(
+            "snowid ignores \"{}\": its state lives in \"global/{}\"",
+            legacy::FILE_NAME,
+            crate::storage::RELATION_NUMBER
+        );
+        return None;
+    }
     let header = legacy::import(found.clone(), last_stop(), gucs::epoch_unix_ms())?;
     match (&found, header.fence) {
         (Err(reason), _) => log!(

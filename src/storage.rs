@@ -174,6 +174,12 @@ pub fn exists() -> bool {
     }
 }
 
+/// Whether the relation's file is in the data directory, for a process that has no storage
+/// manager yet (the postmaster at start-up).
+pub fn exists_on_disk() -> bool {
+    std::path::Path::new(&format!("global/{RELATION_NUMBER}")).exists()
+}
+
 /// Reads the state from its pages. A page the buffer manager finds damaged (a checksum failure
 /// or a broken header) comes back zeroed with a warning in the log; a zeroed block 0 whose file
 /// block is not all zero is damage, not a state never created.

@@ -62,8 +62,10 @@ impl Fence {
     /// What happened, in words fit for a log line or an error detail.
     pub fn describe(self) -> &'static str {
         match self {
-            Fence::Stale => "its state was older than the data directory",
-            Fence::Unreadable => "its state could not be read",
+            Fence::Stale => {
+                "the state snowid found was older than the data directory (an old copy put back)"
+            }
+            Fence::Unreadable => "the state snowid found could not be read",
             Fence::Upgraded => {
                 "the cluster was made by pg_upgrade, which does not carry snowid's state over"
             }

@@ -46,7 +46,6 @@
 use crate::postgres::Client;
 use crate::Cluster;
 use std::fs;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -127,21 +126,15 @@ pub fn citus_installed() -> bool {
     missing_citus().is_none()
 }
 
-/// Prints that the calling test is skipped, and why. The test harness names each test's thread
-/// after the test. It writes to the process's standard error directly, not through `eprintln!`,
-/// which the harness captures and shows only for failing tests: a skip must show in every run.
+/// Reports that the calling test is skipped, and why (see [`crate::not_run`]).
 pub fn print_skip(module: &str, why: &str) {
     let thread = std::thread::current();
     let test = thread
         .name()
         .filter(|name| *name != "main")
-        .unwrap_or(module);
-    let verb = if why.starts_with("not for this major") {
-        "not run"
-    } else {
-        "skipped"
-    };
-    let _ = writeln!(std::io::stderr(), "{test}: {verb}: {why}");
+        .unwrap_or(module)
+        .to_string();
+    crate::not_run(&test, why);
 }
 
 /// Returns from the calling test, which then passes, with a printed reason, when Citus is not

@@ -345,6 +345,75 @@ impl Cluster {
         }
     }
 
+    /// The location of the latest checkpoint, from `pg_controldata` (`0/1A2B3C8`).
+    pub fn checkpoint_lsn(&self) -> String {
+        let out = self
+            .server_command("pg_controldata")
+            .arg(self.pgdata())
+            .output()
+            .expect("run pg_controldata");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("Latest checkpoint location:"))
+            .map(|lsn| lsn.trim().to_string())
+            .expect("pg_controldata names the latest checkpoint")
+    }
+
+    /// Runs SQL in a single-user backend (`postgres --single`) on the stopped cluster, with the
+    /// cluster's environment (its faked clock, say), and returns what it printed.
+    pub fn single_user(&self, sql: &str) -> String {
+        use std::process::Stdio;
+        let mut child = self
+            .server_command("postgres")
+            .arg("--single")
+            .arg("-D")
+            .arg(self.pgdata())
+            .arg("postgres")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a single-user backend");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(sql.as_bytes())
+            .unwrap();
+        let out = child
+            .wait_with_output()
+            .expect("the single-user backend ends");
+        text(&out)
+    }
+
+    /// Puts a file into the data directory (`relative` to it), owned by the server's user.
+    pub fn put_file(&self, relative: &str, contents: &[u8]) {
+        let staged = self
+            .dir
+            .join(format!(".staged-{}", relative.replace('/', "_")));
+        fs::write(&staged, contents).expect("stage the file");
+        let target = self.pgdata().join(relative);
+        self.run_as_server_user("cp", &[staged.as_os_str(), target.as_os_str()]);
+        let _ = fs::remove_file(staged);
+    }
+
+    /// Removes a file from the data directory (`relative` to it).
+    pub fn remove_file(&self, relative: &str) {
+        let target = self.pgdata().join(relative);
+        self.run_as_server_user("rm", &["-f".as_ref(), target.as_os_str()]);
+    }
+
+    /// Rereads the configuration files.
+    pub fn reload(&self) {
+        let out = self
+            .server_command("pg_ctl")
+            .args(["reload", "-D"])
+            .arg(self.pgdata())
+            .output()
+            .expect("run pg_ctl reload");
+        assert!(out.status.success(), "reload failed: {}", text(&out));
+    }
+
     /// The PID of the postmaster, from postmaster.pid.
     pub fn postmaster_pid(&self) -> u32 {
         let pidfile = fs::read_to_string(self.pgdata().join("postmaster.pid")).expect("pid file");
@@ -426,6 +495,21 @@ impl Drop for Cluster {
 pub fn say(text: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Reports that a test did not run what it tests, and why: printed in every run (to the
+/// process's standard error directly, which the test harness does not capture), and appended to
+/// the file `SNOWID_NOT_RUN` names, if it is set, from which the test command prints its summary
+/// of what was not run. A test that calls this returns at once; the harness counts it as passed,
+/// so this line is what tells it apart.
+pub fn not_run(test: &str, why: &str) {
+    let line = format!("{test}: not run: {why}");
+    say(&line);
+    if let Ok(path) = std::env::var("SNOWID_NOT_RUN") {
+        if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(file, "{line}");
+        }
+    }
 }
 
 /// Whether this process runs as root.

@@ -102,9 +102,9 @@ const B_BEHIND: &str = "-15s";
 /// statements. The test removes 7 from A's `snowid.shards` and reloads, then checks that the
 /// long statement still issues IDs for 7 (an ID above the last one `snowid_stats()` showed after
 /// the reload arrives), so what stops it can only be the release. Then `snowid_release(7)`
-/// returns `last_id`. Both long statements must fail with 55000 "snowid shard 7 was released on
-/// this server" (the INSERT's rows roll back, so its IDs are never seen, and `last_id` may be one
-/// of them), and no ID any A session received exceeds `last_id`.
+/// returns `last_id`. Both long statements must fail with 55000 "snowid shard 7 was released"
+/// (the INSERT's rows roll back, so its IDs are never seen, and `last_id` may be one of them),
+/// and no ID any A session received exceeds `last_id`.
 ///
 /// B's wall clock runs 15 s behind from its start (checked: `last_id` is dated more than 5 s past
 /// B's clock at the hand-off). `snowid_resume_above(last_id)`, then 7 added to B's
@@ -218,16 +218,6 @@ fn a_shard_handed_over_mid_statement_to_a_server_whose_clock_is_behind() {
                 },
             );
 
-            // Releasing a shard still in snowid.shards is refused.
-            let err = control
-                .query_one("SELECT snowid_release(7)", &[])
-                .expect_err("release while 7 is in snowid.shards");
-            assert_eq!(sqlstate(&err), "55000", "{}", describe(&err));
-            assert_eq!(
-                err.as_db_error().unwrap().message(),
-                "snowid shard 7 is still in snowid.shards"
-            );
-
             set_shards(&mut control, "5-6,8-9");
             // The running statements read snowid.shards when they started: they still generate
             // for 7. Wait for an ID issued after this moment to arrive.
@@ -272,7 +262,7 @@ fn a_shard_handed_over_mid_statement_to_a_server_whose_clock_is_behind() {
         assert_eq!(sqlstate(&err), "55000", "{what}: {}", describe(&err));
         assert_eq!(
             err.as_db_error().unwrap().message(),
-            "snowid shard 7 was released on this server",
+            "snowid shard 7 was released",
             "{what}"
         );
     }
@@ -574,4 +564,78 @@ fn shard_arguments_of_every_integer_type_from_a_client() {
     }
     let err = db.query_one(&as_bigint, &[&-1_i64]).unwrap_err();
     assert_eq!(sqlstate(&err), "22003", "{}", describe(&err));
+}
+
+/// Guards against a handed-off shard coming back on the old owner's standby. 0.2.0 kept a
+/// release in memory, and the changed `snowid.shards` in the old owner's configuration, and
+/// neither reaches a standby: its promoted standby issued 180,217 of 200,000 IDs equal to the new
+/// owner's. Here A owns 0-9 and streams to its standby A2; shard 7 is handed from A to B as the
+/// README says (release on A, resume on B, 7 added to B's shards and removed from A's). A fails
+/// and A2 is promoted with its configuration still listing 7: it refuses 7 (55000) while its
+/// other shards generate, also after a restart; B's IDs for 7 are all above A's last one.
+#[test]
+fn a_release_reaches_the_old_owners_standby_and_outlives_its_promotion() {
+    let mut a = Cluster::preloaded(&[("snowid.shards", "'0-9'")]);
+    let mut a2 = Cluster::base_backup_of(&a, true);
+    a2.start().unwrap();
+    let b = Cluster::preloaded(&[("snowid.shards", "'100-101'")]);
+
+    let mut on_a = a.client();
+    on_a.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY);
+         INSERT INTO t SELECT snowid_next(7) FROM generate_series(1, 10000);",
+    )
+    .unwrap();
+    let last_id: i64 = on_a
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap()
+        .get(0);
+    let mut on_b = b.client();
+    on_b.query_one("SELECT snowid_resume_above($1)", &[&last_id])
+        .unwrap();
+    set_shards(&mut on_b, "7,100-101");
+    set_shards(&mut on_a, "0-6,8-9");
+    a2.wait_for_replay_of(&a);
+    drop(on_a);
+    a.stop("immediate");
+    a2.promote();
+
+    for restart in [false, true] {
+        if restart {
+            a2.stop("fast");
+            a2.start().unwrap();
+        }
+        let mut on_a2 = a2.client();
+        let shards: String = on_a2.query_one("SHOW snowid.shards", &[]).unwrap().get(0);
+        assert_eq!(shards, "0-9", "A2's configuration still lists 7");
+        let err = on_a2
+            .query_one("SELECT snowid_next(7)", &[])
+            .expect_err("the promoted standby refuses the released shard");
+        assert_eq!(sqlstate(&err), "55000", "{}", describe(&err));
+        assert_eq!(
+            err.as_db_error().unwrap().message(),
+            "snowid shard 7 was released"
+        );
+        let released: bool = on_a2
+            .query_one("SELECT released FROM snowid_stats() WHERE shard = 7", &[])
+            .unwrap()
+            .get(0);
+        assert!(released);
+        let other: i64 = on_a2
+            .query_one(
+                "SELECT count(DISTINCT snowid_next(8)) FROM generate_series(1, 1000)",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(other, 1000, "its other shards generate");
+    }
+    let b_min: i64 = on_b
+        .query_one(
+            "SELECT min(snowid_next(7)) FROM generate_series(1, 100000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(b_min > last_id);
 }

@@ -271,72 +271,23 @@ fn a_standby_without_snowid_preloaded_stops_with_a_clear_error() {
     }
 }
 
-/// Guards against an older copy of the state file reissuing IDs (1,000 of 1,000 reissued when a
-/// copy was put back and the server restarted with its clock behind): a file that does not
-/// carry the seal of the last clean shutdown is refused with 55000, and resuming above the
-/// highest ID, as the hint says, restores generation above every ID issued.
+/// Guards against `pg_upgrade` going back (all 351,845 new IDs below the old ones when the
+/// operator skipped the manual step, after the old cluster rode out a 10-minute backward step of
+/// the machine's clock): snowid's state does not travel, and the upgraded cluster, its clock 10
+/// minutes behind the old IDs, must not generate from its clock. It refuses (55000, naming the
+/// command), also after a restart, until `snowid_resume_above_columns()` resumes above every
+/// old ID; then it generates above them at once.
 #[test]
-fn an_older_copy_of_the_state_file_is_refused() {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
-    cluster.set("snowid.max_lead", "'60s'");
-    cluster.start().unwrap();
-    cluster
-        .client()
-        .batch_execute("CREATE EXTENSION snowid")
-        .unwrap();
-    let mut db = cluster.client();
-    db.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY); INSERT INTO t SELECT snowid_next(1) FROM generate_series(1, 1000)")
-        .unwrap();
-    cluster.stop("fast");
-    let state = cluster.pgdata().join("snowid.state");
-    let copy = cluster.dir().join("snowid.state.copy");
-    cluster.run_as_server_user("cp", &[state.as_os_str(), copy.as_os_str()]);
-
-    cluster.start().unwrap();
-    let mut db = cluster.client();
-    db.batch_execute("INSERT INTO t SELECT snowid_next(1) FROM generate_series(1, 2000000)")
-        .unwrap();
-    let before = max_per_shard(&mut db);
-    cluster.stop("fast");
-    cluster.run_as_server_user("cp", &[copy.as_os_str(), state.as_os_str()]);
-    cluster.set_wall_clock_offset("-1h");
-    cluster.start().unwrap();
-
-    let mut db = cluster.client();
-    let err = db.query_one("SELECT snowid_next(1)", &[]).unwrap_err();
-    let db_err = err.as_db_error().expect("a server error");
-    assert_eq!(db_err.code().code(), "55000");
-    assert!(
-        db_err.message().contains("older than the data directory"),
-        "{db_err:?}"
-    );
-    assert!(
-        db_err.hint().unwrap().contains("snowid_resume_above"),
-        "{db_err:?}"
-    );
-    assert!(cluster.log().contains("snowid will not generate IDs"));
-
-    db.batch_execute("SELECT snowid_resume_above(max(id)) FROM t")
-        .unwrap();
-    assert_resumes_above(&mut db, &before, "after resuming");
-}
-
-/// Guards against `pg_upgrade` going back (all 763,700 new IDs below the old ones after the old
-/// cluster rode out a 10-minute backward step of the machine's clock): the state file does not
-/// travel, so the upgraded cluster starts from the clock, ten minutes behind the old IDs. The
-/// documented procedure, `snowid_resume_above(max(id))` before the first write, resumes above
-/// every old ID at once.
-#[test]
-fn pg_upgrade_then_resume_above_the_old_ids() {
+fn pg_upgrade_fences_the_new_cluster_until_resumed() {
     let mut old = Cluster::init();
     if !old.bin_dir().join("pg_upgrade").exists() {
-        snowid_integration::say(&format!(
-            "pg_upgrade_then_resume_above_the_old_ids: not run: this PostgreSQL build has no \
-             pg_upgrade ({}); the other majors run it",
-            old.bin_dir().display()
-        ));
+        snowid_integration::not_run(
+            "pg_upgrade_fences_the_new_cluster_until_resumed",
+            &format!(
+                "this PostgreSQL build has no pg_upgrade ({}); the other majors run it",
+                old.bin_dir().display()
+            ),
+        );
         return;
     }
     old.fake_wall_clock();
@@ -386,10 +337,26 @@ fn pg_upgrade_then_resume_above_the_old_ids() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    for _ in 0..2 {
+        new.start().unwrap();
+        let mut db = new.client();
+        let rows: i64 = db.query_one("SELECT count(*) FROM t", &[]).unwrap().get(0);
+        assert_eq!(rows, 2000);
+        let err = db
+            .execute("INSERT INTO t (n) VALUES (0)", &[])
+            .expect_err("the upgraded cluster is fenced");
+        assert_eq!(code(&err), "55000", "{err:?}");
+        let e = err.as_db_error().unwrap();
+        assert!(e.detail().unwrap().contains("pg_upgrade"), "{e:?}");
+        assert!(
+            e.hint().unwrap().contains("snowid_resume_above_columns()"),
+            "{e:?}"
+        );
+        drop(db);
+        new.stop("fast");
+    }
     new.start().unwrap();
     let mut db = new.client();
-    let rows: i64 = db.query_one("SELECT count(*) FROM t", &[]).unwrap().get(0);
-    assert_eq!(rows, 2000);
     let behind: bool = db
         .query_one(
             "SELECT time_base < (SELECT snowid_timestamp(max(id)) FROM t) FROM snowid_info()",
@@ -399,17 +366,28 @@ fn pg_upgrade_then_resume_above_the_old_ids() {
         .get(0);
     assert!(
         behind,
-        "without resuming, the new cluster's IDs would sort below the old ones (the test is sharp)"
+        "the new cluster's clock is behind the old IDs (the test is sharp)"
     );
-    db.batch_execute("SELECT snowid_resume_above(max(id)) FROM t")
-        .unwrap();
+    let resumed: Vec<(String, i64)> = db
+        .query(
+            "SELECT tbl::text, max_id FROM snowid_resume_above_columns()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(resumed, [("t".to_string(), before[0].1)]);
     assert_resumes_above(&mut db, &before, "pg_upgrade");
+    db.execute("INSERT INTO t (n) VALUES (0)", &[]).unwrap();
 }
 
-/// Guards against unreadable WAL: each lease is one record of snowid's resource manager, named
-/// and described for pg_walinspect (and pg_waldump's in-server equivalent), and small.
+/// Guards against unreadable WAL: each change of snowid's state is one record of its resource
+/// manager, named and described for pg_walinspect (and pg_waldump's in-server equivalent):
+/// the state's creation with its pages whole, then small leases, a release and a resume, each
+/// naming the page it changes.
 #[test]
-fn lease_records_are_named_and_described_in_the_wal() {
+fn state_records_are_named_and_described_in_the_wal() {
     let cluster = Cluster::preloaded(&[]);
     let mut db = cluster.client();
     let has_walinspect: bool = db
@@ -420,9 +398,9 @@ fn lease_records_are_named_and_described_in_the_wal() {
         .unwrap()
         .get(0);
     if !has_walinspect {
-        snowid_integration::say(
-            "lease_records_are_named_and_described_in_the_wal: not run: this PostgreSQL build \
-             has no pg_walinspect",
+        snowid_integration::not_run(
+            "state_records_are_named_and_described_in_the_wal",
+            "this PostgreSQL build has no pg_walinspect",
         );
         return;
     }
@@ -430,7 +408,11 @@ fn lease_records_are_named_and_described_in_the_wal() {
         .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
         .unwrap()
         .get(0);
-    db.query_one("SELECT snowid_next(1)", &[]).unwrap();
+    db.batch_execute(
+        "SELECT snowid_next(1);
+         SELECT snowid_resume_above(snowid_release(9));",
+    )
+    .unwrap();
     let end: String = db
         .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
         .unwrap()
@@ -438,20 +420,127 @@ fn lease_records_are_named_and_described_in_the_wal() {
     db.batch_execute("CREATE EXTENSION pg_walinspect").unwrap();
     let rows = db
         .query(
-            "SELECT record_type, description, record_length
+            "SELECT record_type, description, record_length, block_ref
              FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)
-             WHERE resource_manager = 'snowid'",
+             WHERE resource_manager = 'snowid' ORDER BY start_lsn",
             &[&start, &end],
         )
         .unwrap();
-    assert_eq!(rows.len(), 1, "one lease record for the first ID");
-    assert_eq!(rows[0].get::<_, String>(0), "LEASE");
-    let description: String = rows[0].get(1);
+    let kinds: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(kinds, ["INIT", "LEASE", "RELEASE", "RESUME"]);
+    let describe = |i: usize| rows[i].get::<_, String>(1);
     assert!(
-        description.starts_with("lease until ") && description.contains("epoch 2026-01-01"),
-        "{description}"
+        describe(0).starts_with("state created: lease until"),
+        "{}",
+        describe(0)
     );
-    let length: i32 = rows[0].get(2);
-    eprintln!("a lease record is {length} bytes of WAL");
-    assert!(length < 100, "{length} bytes");
+    assert!(
+        describe(1).starts_with("lease until ") && describe(1).contains("epoch 2026-01-01"),
+        "{}",
+        describe(1)
+    );
+    assert!(
+        describe(2).starts_with("shard 9 released, last ID "),
+        "{}",
+        describe(2)
+    );
+    assert!(
+        describe(3).starts_with("resumed above ID "),
+        "{}",
+        describe(3)
+    );
+    for i in 1..4 {
+        let blocks: String = rows[i].get(3);
+        assert!(blocks.contains("rel 1664/0/9128"), "{blocks}");
+        let length: i32 = rows[i].get(2);
+        assert!(length < 200, "{}: {length} bytes", kinds[i]);
+    }
+    let lease: i32 = rows[1].get(2);
+    eprintln!("a lease record is {lease} bytes of WAL");
+}
+
+/// Guards against IDs handed out by bare SELECTs under a lease the synchronous standby never
+/// received (0.2.0 flushed a lease locally only, and a SELECT has no XID, so nothing waited for
+/// the standby; `nextval()` takes an XID for exactly this). With `synchronous_standby_names =
+/// '*'`, a session takes IDs with bare SELECTs (the pre-allocation pattern) while the
+/// standby's walreceiver is stopped: each SELECT either returns an ID under a lease the standby
+/// confirmed, or waits until `statement_timeout` cancels it (57014). The primary then fails, and
+/// the standby, its clock five minutes behind, is promoted: its first IDs are above every ID the
+/// client was handed.
+#[test]
+fn pre_allocated_ids_under_synchronous_replication_survive_a_failover() {
+    let mut primary = Cluster::preloaded(&[]);
+    let mut standby = Cluster::base_backup_of(&primary, true);
+    standby.fake_wall_clock();
+    standby.set_wall_clock_offset("-5m");
+    standby.start().unwrap();
+    primary.set("synchronous_standby_names", "'*'");
+    primary.reload();
+    let mut db = primary.client();
+    let _watchdog = Watchdog::new(&db, DEADLINE);
+    db.query_one("SELECT snowid_next(5)", &[]).unwrap();
+    drop(_watchdog);
+    standby.wait_for_replay_of(&primary);
+
+    // pg_basebackup -R wrote primary_conninfo into postgresql.auto.conf, which ALTER SYSTEM
+    // (allowed on a standby) rewrites.
+    let mut on_standby = standby.client();
+    on_standby
+        .batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
+        .unwrap();
+    on_standby.batch_execute("SELECT pg_reload_conf()").unwrap();
+    drop(on_standby);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while db
+        .query_one("SELECT count(*) FROM pg_stat_replication", &[])
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the walreceiver did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    db.batch_execute("SET statement_timeout = '2s'").unwrap();
+    let next = db.prepare("SELECT snowid_next(5)").unwrap();
+    let (mut handed, mut cancelled) = (Vec::new(), 0);
+    let until = std::time::Instant::now() + Duration::from_secs(6);
+    while std::time::Instant::now() < until {
+        match db.query_one(&next, &[]) {
+            Ok(row) => handed.push(row.get::<_, i64>(0)),
+            Err(err) => {
+                assert_eq!(code(&err), "57014", "{err:?}");
+                cancelled += 1;
+            }
+        }
+    }
+    assert!(
+        cancelled > 0,
+        "the lease ran out and its renewal waited for the standby (the test is sharp)"
+    );
+    let handed_max = *handed.iter().max().expect("IDs under the confirmed lease");
+    snowid_integration::say(&format!(
+        "pre_allocated_ids_under_synchronous_replication_survive_a_failover: {} IDs handed out, \
+         {cancelled} SELECTs waited for the standby until cancelled",
+        handed.len()
+    ));
+    drop(db);
+    primary.stop("immediate");
+    standby.promote();
+    let mut db = standby.client();
+    let _watchdog = Watchdog::new(&db, DEADLINE);
+    let first: i64 = db
+        .query_one(
+            "SELECT min(snowid_next(5)) FROM generate_series(1, 1000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        first > handed_max,
+        "the promoted standby issued {first}, not above {handed_max}, handed out on the primary"
+    );
 }

@@ -222,3 +222,52 @@ fn info_and_stats_describe_the_running_state() {
         "nothing released"
     );
 }
+
+/// Guards against a parallel worker drawing `snowid_next()` from a shard of its own (0.2.0 picked
+/// the shard by the worker's backend number), which puts one statement's IDs on several shards
+/// and breaks "one session's IDs strictly increase": a parallel scan on a server owning 10-13
+/// evaluates `snowid_next()` in its workers, and every ID lands on the leader's shard.
+#[test]
+fn parallel_workers_draw_from_their_leaders_shard() {
+    let cluster = Cluster::preloaded(&[("snowid.shards", "'10-13'")]);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE TABLE big AS SELECT g FROM generate_series(1, 300000) g;
+         ANALYZE big;
+         SET max_parallel_workers_per_gather = 3;
+         SET parallel_setup_cost = 0;
+         SET parallel_tuple_cost = 0;
+         SET min_parallel_table_scan_size = 0;",
+    )
+    .unwrap();
+    let query =
+        "SELECT snowid_shard(snowid_next()) AS shard, snowid_next() AS id FROM big WHERE g > 0";
+    let plan: String = db
+        .query(
+            &format!("EXPLAIN (ANALYZE, VERBOSE, COSTS OFF) {query}"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        plan.contains("Workers Launched: ") && !plan.contains("Workers Launched: 0"),
+        "the scan ran in parallel workers (the test is sharp):\n{plan}"
+    );
+    assert!(plan.contains("Parallel Seq Scan"), "{plan}");
+    let row = db
+        .query_one(
+            &format!("SELECT count(DISTINCT shard), min(shard), count(*), count(DISTINCT id) FROM ({query}) s"),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1, "one shard for the whole statement");
+    let leader_shard: i32 = db
+        .query_one("SELECT snowid_shard(snowid_next())", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(row.get::<_, i32>(1), leader_shard, "the leader's");
+    assert_eq!(row.get::<_, i64>(2), row.get::<_, i64>(3), "all distinct");
+}

@@ -1,4 +1,5 @@
-//! Upgrading from 0.1.0: the path users take, and the release bookkeeping that makes it exist.
+//! Upgrading from 0.1.0 and 0.2.0: the paths users take, and the release bookkeeping that makes
+//! them exist.
 
 use snowid_integration::Cluster;
 use std::collections::BTreeSet;
@@ -44,12 +45,11 @@ fn connect(cluster: &Cluster, dbname: &str) -> snowid_integration::postgres::Cli
 }
 
 /// Guards against an upgrade that loses tables, breaks old defaults, or leaves the upgraded
-/// extension different from a fresh install: 0.1.0 is installed and used with this library,
-/// updated with ALTER EXTENSION, and then its old tables keep generating above their old IDs,
-/// the new functions work, its catalog entries equal a fresh install's, and a pg_dump of it
-/// restores into a new database that generates above the dumped IDs.
-#[test]
-fn from_0_1_0_to_this_version_and_through_a_dump() {
+/// extension different from a fresh install: an earlier version is installed and used with this
+/// library, updated with ALTER EXTENSION, and then its old tables keep generating above their
+/// old IDs, the new functions work, its catalog entries equal a fresh install's, and a pg_dump
+/// of it restores into a new database that generates above the dumped IDs.
+fn upgrade_from(from: &str) {
     let cluster = Cluster::preloaded(&[]);
     let mut admin = cluster.client();
     for db in ["old_db", "fresh_db", "restored_db"] {
@@ -59,11 +59,11 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
     }
 
     let mut old = connect(&cluster, "old_db");
-    old.batch_execute(
-        "CREATE EXTENSION snowid VERSION '0.1.0';
-         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowid_next(5), n int);
-         INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;",
-    )
+    old.batch_execute(&format!(
+        "CREATE EXTENSION snowid VERSION '{from}';
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowid_next(5), n int);
+             INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;"
+    ))
     .unwrap();
     let version: String = old
         .query_one(
@@ -72,12 +72,15 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(version, "0.1.0");
-    let preloaded: bool = old
-        .query_one("SELECT preloaded FROM snowid_info()", &[])
+    assert_eq!(version, from);
+    let generating: String = old
+        .query_one("SELECT generating FROM snowid_info()", &[])
         .unwrap()
         .get(0);
-    assert!(preloaded, "0.1.0's snowid_info() works with this library");
+    assert_eq!(
+        generating, "yes",
+        "{from}'s snowid_info() works with this library"
+    );
     let old_max: i64 = old
         .query_one("SELECT max(id) FROM orders", &[])
         .unwrap()
@@ -190,6 +193,16 @@ fn from_0_1_0_to_this_version_and_through_a_dump() {
         .unwrap()
         .get(0);
     assert_eq!(default, "snowid_next(5)");
+}
+
+#[test]
+fn from_0_1_0_to_this_version_and_through_a_dump() {
+    upgrade_from("0.1.0");
+}
+
+#[test]
+fn from_0_2_0_to_this_version_and_through_a_dump() {
+    upgrade_from("0.2.0");
 }
 
 /// Guards against a release whose version bump was forgotten somewhere: the extension's version

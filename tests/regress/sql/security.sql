@@ -26,6 +26,10 @@ CREATE FUNCTION evil.cat(text, text) RETURNS text LANGUAGE sql
     AS $$ SELECT evil.log('||(text, text)'); SELECT pg_catalog.textcat($1, $2) $$;
 CREATE FUNCTION evil.cat_name(name, text) RETURNS text LANGUAGE sql
     AS $$ SELECT evil.log('||(name, text)'); SELECT pg_catalog.textcat($1::text, $2) $$;
+CREATE FUNCTION evil.eq_name(name, name) RETURNS bool LANGUAGE sql
+    AS $$ SELECT evil.log('=(name, name)'); SELECT $1 OPERATOR(pg_catalog.=) $2 $$;
+CREATE FUNCTION evil.max_step(bigint, bigint) RETURNS bigint LANGUAGE sql
+    AS $$ SELECT evil.log('max(bigint)'); SELECT pg_catalog.int8larger($1, $2) $$;
 DO $$
 DECLARE s text;
 BEGIN
@@ -37,6 +41,12 @@ BEGIN
         EXECUTE format('CREATE OPERATOR %I.< (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.lt_tstz)', s);
         EXECUTE format('CREATE OPERATOR %I.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.cat)', s);
         EXECUTE format('CREATE OPERATOR %I.|| (LEFTARG = name, RIGHTARG = text, FUNCTION = evil.cat_name)', s);
+        EXECUTE format('CREATE OPERATOR %I.= (LEFTARG = name, RIGHTARG = name, FUNCTION = evil.eq_name)', s);
+        EXECUTE format('CREATE AGGREGATE %I.max(bigint) (SFUNC = evil.max_step, STYPE = bigint)', s);
+        EXECUTE format($f$CREATE FUNCTION %I.convert_from(bytea, name) RETURNS text
+            LANGUAGE sql AS 'SELECT evil.log(''convert_from''); SELECT ''id''::text'$f$, s);
+        EXECUTE format($f$CREATE FUNCTION %I.getdatabaseencoding() RETURNS name
+            LANGUAGE sql AS 'SELECT evil.log(''getdatabaseencoding''); SELECT ''UTF8''::name'$f$, s);
         EXECUTE format($f$CREATE FUNCTION %I.format(text, name, text, regclass, bigint, bigint) RETURNS text
             LANGUAGE sql AS 'SELECT evil.log(''format''); SELECT ''''::text'$f$, s);
         EXECUTE format($f$CREATE FUNCTION %I.to_char(timestamptz, text) RETURNS text
@@ -65,7 +75,7 @@ CREATE TRIGGER sec_rows_id BEFORE INSERT ON sec_rows
 
 -- The trap is set: a superuser with the hostile search_path calls everything.
 SET search_path = evil, pg_catalog, public;
-SELECT current_user, (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) AS superuser;
+SELECT current_user, (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) current_user) AS superuser;
 SELECT public.snowid_next(1) > 0, public.snowid_next(2::bigint) > 0, public.snowid_next(3.0) > 0,
        public.snowid_next() > 0;
 SELECT * FROM public.snowid_parse(8388613127);
@@ -82,8 +92,10 @@ SELECT pg_catalog.count(*) AS rerun FROM public.snowid_partition_ddl('public.sec
 SELECT layout, generating FROM public.snowid_info();
 SELECT pg_catalog.count(*) > 0 AS shards_used FROM public.snowid_stats();
 SELECT public.snowid_resume_above(0) IS NOT NULL AS resumed;
-SELECT public.snowid_release(1);
+SELECT public.snowid_resume_above(public.snowid_release(8190)) IS NOT NULL AS released_and_taken_back;
 INSERT INTO public.sec_rows (user_id) VALUES (42);
+SELECT col, max_id OPERATOR(pg_catalog.>) 0 AS has_ids FROM public.snowid_resume_above_columns()
+WHERE tbl::text OPERATOR(pg_catalog.=) 'sec_rows';
 SELECT public.snowid_shard(id) OPERATOR(pg_catalog.=) public.snowid_shard_for(42) AS filled FROM public.sec_rows;
 
 RESET search_path;
@@ -100,5 +112,6 @@ CREATE ROLE owner_not_super;
 SET ROLE owner_not_super;
 SELECT snowid_resume_above(0);
 SELECT snowid_release(1);
+SELECT snowid_resume_above_columns();
 RESET ROLE;
 DROP ROLE owner_not_super;

@@ -1,0 +1,351 @@
+//! The durable state survives the operator's next step: a refusal lasts across restarts of every
+//! kind until a superuser resumes, a state carried over from 0.2.0 keeps its lease, an old state
+//! file put back changes nothing, the earliest epoch constrains a standby, and a glitch of the
+//! wall clock leaves no trace.
+
+use snowid_core::legacy::{Record, StateFile};
+use snowid_integration::postgres::{Client, Error};
+use snowid_integration::{Cluster, Watchdog};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const EPOCH: i64 = snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS;
+
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn code(err: &Error) -> String {
+    err.as_db_error()
+        .map(|e| e.code().code().to_string())
+        .unwrap_or_else(|| format!("{err}"))
+}
+
+fn max_id(db: &mut Client) -> i64 {
+    db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0)
+}
+
+fn min_of_next(db: &mut Client, shard: i32, n: i32) -> i64 {
+    let _watchdog = Watchdog::new(db, DEADLINE);
+    db.query_one(
+        "SELECT min(snowid_next($1::int)) FROM generate_series(1, $2)",
+        &[&shard, &n],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// A preloaded cluster with a faked wall clock, a table `t` keyed by `snowid_next(1)`, and
+/// `rows` rows in it.
+fn cluster_with_rows(rows: i32) -> Cluster {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    cluster.start().unwrap();
+    cluster
+        .client()
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowid;
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
+             INSERT INTO t SELECT FROM generate_series(1, {rows});"
+        ))
+        .unwrap();
+    cluster
+}
+
+/// What a 0.2.0 server leaves in its data directory: `snowid.state` with a lease, and no pages.
+fn leave_0_2_0_state(cluster: &Cluster, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
+    let record = Record {
+        epoch_unix_ms: EPOCH,
+        base_unix_ms: lease_end_unix_ms - 1501,
+        lease_end_unix_ms,
+    };
+    let file = StateFile {
+        sealed_at_lsn: sealed_at,
+        ..StateFile::running(record)
+    };
+    cluster.remove_file("global/9128");
+    cluster.put_file("snowid.state", file.encode().as_bytes());
+}
+
+fn parse_lsn(text: &str) -> u64 {
+    let (high, low) = text.split_once('/').unwrap();
+    (u64::from_str_radix(high, 16).unwrap() << 32) | u64::from_str_radix(low, 16).unwrap()
+}
+
+fn assert_fenced(err: &Error, why: &str) {
+    assert_eq!(code(err), "55000", "{err:?}");
+    let e = err.as_db_error().unwrap();
+    assert_eq!(
+        e.message(),
+        "snowid will not generate IDs until a superuser resumes above the IDs already issued"
+    );
+    assert!(e.detail().unwrap().contains(why), "{e:?}");
+    assert!(
+        e.hint()
+            .unwrap()
+            .contains("SELECT * FROM snowid_resume_above_columns();"),
+        "the hint names the exact command: {e:?}"
+    );
+}
+
+/// Guards against a refusal that lasts one run. 0.2.0 refused an older state file at start-up,
+/// then sealed it again at shutdown, so the next start, its clock 5 s behind, issued 1,000 IDs
+/// equal to earlier ones. Here the data directory holds what 0.2.0 leaves after an older copy
+/// of its file was put back: a file sealed at another checkpoint, whose lease ends before the
+/// table's IDs. The server refuses with 55000, and keeps refusing after a fast restart, an
+/// immediate one (crash recovery), and in single-user mode, with its clock 5 s behind; until
+/// `snowid_resume_above_columns()` resumes above the table, after which every ID is above every
+/// old one, also after one more restart.
+#[test]
+fn a_stale_state_fences_generation_across_every_kind_of_restart_until_resumed() {
+    let mut cluster = cluster_with_rows(1000);
+    let old_max = max_id(&mut cluster.client());
+    cluster.stop("fast");
+    leave_0_2_0_state(&cluster, now_unix_ms() - 60_000, Some(0x1_0000_0028));
+    cluster.set_wall_clock_offset("-5s");
+
+    for restart in ["fast", "immediate", "single-user"] {
+        cluster.start().unwrap();
+        let mut db = cluster.client();
+        let err = db.query_one("SELECT snowid_next(1)", &[]).unwrap_err();
+        assert_fenced(&err, "state snowid found was older than the data directory");
+        let err = db.execute("INSERT INTO t DEFAULT VALUES", &[]).unwrap_err();
+        assert_eq!(code(&err), "55000", "{restart}");
+        let generating: String = db
+            .query_one("SELECT generating FROM snowid_info()", &[])
+            .unwrap()
+            .get(0);
+        assert!(generating.starts_with("no: fenced"), "{generating}");
+        drop(db);
+        match restart {
+            "single-user" => {
+                cluster.stop("fast");
+                let out = cluster.single_user("SELECT snowid_next(1);\n");
+                assert!(
+                    out.contains("snowid will not generate IDs"),
+                    "single-user mode refuses too:\n{out}"
+                );
+            }
+            mode => cluster.stop(mode),
+        }
+    }
+
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    let rows = db
+        .query(
+            "SELECT tbl::text, col::text, max_id FROM snowid_resume_above_columns()",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].get::<_, String>(0), rows[0].get::<_, String>(1)),
+        ("t".to_string(), "id".to_string())
+    );
+    assert_eq!(rows[0].get::<_, i64>(2), old_max);
+    assert!(min_of_next(&mut db, 1, 1000) > old_max);
+    db.execute("INSERT INTO t DEFAULT VALUES", &[]).unwrap();
+    cluster.stop("fast");
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    assert!(
+        min_of_next(&mut db, 1, 1000) > old_max,
+        "and after a restart"
+    );
+}
+
+/// Guards against losing 0.2.0's lease on the way to this version: a data directory whose
+/// trusted `snowid.state` (sealed at its last shutdown checkpoint) holds a lease an hour ahead of
+/// the clock resumes above it, the file is removed once the state lives in pages, and a restart
+/// keeps it.
+#[test]
+fn a_trusted_0_2_0_state_is_carried_over() {
+    let mut cluster = cluster_with_rows(10);
+    cluster.stop("fast");
+    let lease_end = now_unix_ms() + 3_600_000;
+    let seal = parse_lsn(&cluster.checkpoint_lsn());
+    leave_0_2_0_state(&cluster, lease_end, Some(seal));
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    let first: f64 = db
+        .query_one(
+            "SELECT extract(epoch FROM snowid_timestamp(snowid_next(3)))::float8 * 1000",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        first as i64 >= lease_end,
+        "the first ID ({first}) is at or past the carried-over lease ({lease_end})"
+    );
+    assert!(!cluster.pgdata().join("snowid.state").exists());
+    assert!(cluster.pgdata().join("global/9128").exists());
+    cluster.stop("fast");
+    cluster.start().unwrap();
+    let again: f64 = cluster
+        .client()
+        .query_one(
+            "SELECT extract(epoch FROM snowid_timestamp(snowid_next(3)))::float8 * 1000",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(again >= first);
+}
+
+/// Guards against an old state file put back taking effect: once the state lives in pages, a
+/// `snowid.state` put back (a copy from before the table's IDs, as from a file-level backup) is
+/// ignored, and a restart with the clock an hour behind still issues above every ID.
+#[test]
+fn an_old_state_file_put_back_changes_nothing() {
+    let mut cluster = cluster_with_rows(100_000);
+    let old_max = max_id(&mut cluster.client());
+    cluster.stop("fast");
+    let seal = parse_lsn(&cluster.checkpoint_lsn());
+    let stale = StateFile {
+        sealed_at_lsn: Some(seal),
+        ..StateFile::running(Record {
+            epoch_unix_ms: EPOCH,
+            base_unix_ms: EPOCH,
+            lease_end_unix_ms: EPOCH + 1_000,
+        })
+    };
+    cluster.put_file("snowid.state", stale.encode().as_bytes());
+    cluster.set_wall_clock_offset("-1h");
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    assert!(min_of_next(&mut db, 1, 1000) > old_max);
+    assert!(cluster.log().contains("snowid ignores \"snowid.state\""));
+}
+
+/// Guards against a standby that keeps an old, later epoch (0.2.0 kept the later epoch when it
+/// replayed a lease, and its promoted standby issued 100,000 of 100,000 IDs below the
+/// primary's): the primary moves its epoch a day earlier, restarts and generates; its standby,
+/// still configured with the later epoch, replays that, passes a restartpoint, restarts and is
+/// promoted. It refuses to generate (55000) and says to set the epoch back; with the earlier
+/// epoch it resumes above the primary's IDs.
+#[test]
+fn the_earliest_epoch_constrains_a_standby_across_a_restartpoint_and_a_promotion() {
+    let mut primary = Cluster::preloaded(&[]);
+    let mut standby = Cluster::base_backup_of(&primary, true);
+    standby.start().unwrap();
+    primary
+        .client()
+        .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1)); INSERT INTO t DEFAULT VALUES;")
+        .unwrap();
+    primary.stop("fast");
+    primary.set("snowid.epoch", "'2025-12-31 00:00:00+00'");
+    primary.start().unwrap();
+    let mut db = primary.client();
+    db.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000); CHECKPOINT;")
+        .unwrap();
+    let primary_max = max_id(&mut db);
+    standby.wait_for_replay_of(&primary);
+    standby.client().batch_execute("CHECKPOINT").unwrap(); // a restartpoint
+    standby.stop("fast");
+    standby.start().unwrap();
+    standby.wait_for_replay_of(&primary);
+    primary.stop("immediate");
+    standby.promote();
+
+    let mut db = standby.client();
+    let err = db.query_one("SELECT snowid_next(1)", &[]).unwrap_err();
+    assert_eq!(code(&err), "55000", "{err:?}");
+    let e = err.as_db_error().unwrap();
+    assert_eq!(
+        e.message(),
+        "snowid.epoch is later than the epoch of IDs already issued"
+    );
+    assert!(e.hint().unwrap().contains("2025-12-31"), "{e:?}");
+    drop(db);
+    standby.stop("fast");
+    standby.set("snowid.epoch", "'2025-12-31 00:00:00+00'");
+    standby.start().unwrap();
+    let mut db = standby.client();
+    assert!(min_of_next(&mut db, 1, 1000) > primary_max);
+}
+
+/// How far an ID's timestamp is ahead of the real clock, in seconds (the server's clock may be
+/// faked; the test's is not).
+fn ahead_of_real_time(id_ms: f64) -> f64 {
+    (id_ms - now_unix_ms() as f64) / 1000.0
+}
+
+fn id_unix_ms(db: &mut Client) -> f64 {
+    let _watchdog = Watchdog::new(db, DEADLINE);
+    db.query_one(
+        "SELECT extract(epoch FROM snowid_timestamp(snowid_next(2)))::float8 * 1000",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Guards against following a forward glitch of the wall clock (0.2.0 dated every later ID a day
+/// ahead, also after a restart, after the clock jumped a day for half a second): while the
+/// server's clock is a day ahead for half a second, and after it is put right, and after a
+/// restart, IDs stay within `snowid.max_lead` (1 s) of the real clock. A sustained step of 30 s
+/// (a VM resumed from suspend) is followed within about a second, and both are in the log.
+#[test]
+fn a_forward_glitch_is_ignored_and_a_lasting_step_followed() {
+    let mut cluster = cluster_with_rows(1);
+    let mut db = cluster.client();
+    cluster.set_wall_clock_offset("+1d");
+    let glitch_end = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < glitch_end {
+        let ahead = ahead_of_real_time(id_unix_ms(&mut db));
+        assert!(ahead < 1.5, "an ID dated {ahead} s ahead during the glitch");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cluster.set_wall_clock_offset("+0");
+    for _ in 0..50 {
+        let ahead = ahead_of_real_time(id_unix_ms(&mut db));
+        assert!(ahead < 1.5, "an ID dated {ahead} s ahead after the glitch");
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    drop(db);
+    cluster.stop("fast");
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    let ahead = ahead_of_real_time(id_unix_ms(&mut db));
+    assert!(
+        ahead < 2.0,
+        "after a restart an ID is dated {ahead} s ahead"
+    );
+
+    cluster.set_wall_clock_offset("+30s");
+    let started = std::time::Instant::now();
+    loop {
+        let ahead = ahead_of_real_time(id_unix_ms(&mut db));
+        if ahead > 29.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the lasting step was not followed within 3 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let followed_after = started.elapsed();
+    assert!(
+        followed_after >= Duration::from_millis(900),
+        "followed too soon: {followed_after:?}"
+    );
+    let log = cluster.log();
+    assert!(
+        log.contains("snowid ignored a forward jump of the system clock by"),
+        "{log}"
+    );
+    assert!(
+        log.contains("snowid saw the system clock step forward by"),
+        "{log}"
+    );
+    snowid_integration::say(&format!(
+        "a_forward_glitch_is_ignored_and_a_lasting_step_followed: a 30 s step was followed after {followed_after:?}"
+    ));
+}
