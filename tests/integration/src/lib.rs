@@ -20,6 +20,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub mod citus;
+pub mod patroni;
 pub use postgres;
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
@@ -521,7 +522,21 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn bindir() -> PathBuf {
+/// The PostgreSQL version the tests run against, such as `15.20`.
+pub fn major() -> String {
+    let pg_config = std::env::var("SNOWID_PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+    let out = Command::new(&pg_config)
+        .arg("--version")
+        .output()
+        .expect("run pg_config");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_start_matches("PostgreSQL ")
+        .to_string()
+}
+
+pub(crate) fn bindir() -> PathBuf {
     let pg_config = std::env::var("SNOWID_PG_CONFIG")
         .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
     let out = Command::new(&pg_config)

@@ -1,0 +1,271 @@
+//! snowid under Patroni, the HA manager most PostgreSQL clusters run on: two nodes and one etcd on
+//! loopback, in synchronous and in asynchronous mode, through a switchover, a kill -9 failover to
+//! a standby whose replay lags and whose clock is behind, a pg_rewind rejoin, and a switch back,
+//! while writers insert and take IDs with bare SELECTs.
+
+use snowid_integration::patroni::{missing_patroni, wait_for, PatroniCluster};
+use snowid_integration::postgres::config::TargetSessionAttrs;
+use snowid_integration::postgres::{Client, NoTls};
+use snowid_integration::{not_run, say};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Sets a flag when dropped, also while a panic unwinds.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What the writers saw: every ID handed to them, and when each write succeeded.
+#[derive(Default)]
+struct Seen {
+    ids: Vec<i64>,
+    inserted: usize,
+    selected: usize,
+    successes: Vec<Instant>,
+}
+
+fn connect(ports: [u16; 2]) -> Option<Client> {
+    snowid_integration::postgres::Config::new()
+        .host("127.0.0.1")
+        .port(ports[0])
+        .host("127.0.0.1")
+        .port(ports[1])
+        .user("postgres")
+        .dbname("postgres")
+        .target_session_attrs(TargetSessionAttrs::ReadWrite)
+        .connect_timeout(Duration::from_secs(2))
+        .connect(NoTls)
+        .ok()
+}
+
+/// A writer: inserts a row keyed by `DEFAULT snowid_next(5)` and takes an ID with a bare
+/// SELECT, over and over, on whichever node accepts writes, until `stop`.
+fn write_until(stop: &AtomicBool, ports: [u16; 2], seen: &Mutex<Seen>) {
+    let mut db: Option<Client> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(client) = db.as_mut() else {
+            db = connect(ports);
+            if db.is_none() {
+                thread::sleep(Duration::from_millis(50));
+            }
+            continue;
+        };
+        let inserted = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]);
+        let selected = client.query_one("SELECT snowid_next(5)", &[]);
+        let mut seen = seen.lock().unwrap();
+        let mut ok = true;
+        for (result, insert) in [(inserted, true), (selected, false)] {
+            match result {
+                Ok(row) => {
+                    seen.ids.push(row.get(0));
+                    if insert {
+                        seen.inserted += 1;
+                    } else {
+                        seen.selected += 1;
+                    }
+                    seen.successes.push(Instant::now());
+                }
+                Err(_) => ok = false,
+            }
+        }
+        drop(seen);
+        if !ok {
+            db = None;
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The longest time between two successful writes within `[from, to]`.
+fn longest_gap(successes: &[Instant], from: Instant, to: Instant) -> Duration {
+    let mut inside: Vec<Instant> = successes
+        .iter()
+        .copied()
+        .filter(|t| *t >= from && *t <= to)
+        .collect();
+    inside.sort();
+    let mut edges = vec![from];
+    edges.extend(inside);
+    edges.push(to);
+    edges
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default()
+}
+
+/// Guards against IDs handed out twice across Patroni's operations, in either replication mode.
+/// node2's clock runs 30 s behind from the start; it takes over in a switchover, and its IDs must
+/// continue above node1's. Then node1, the standby, has its clock set 60 s behind and its replay
+/// paused (it lags), and node2 is killed with SIGKILL together with its Patroni: Patroni promotes
+/// node1 after the leader key expires. node2's Patroni is started again, rewinds it with
+/// pg_rewind and it rejoins as a standby; a switchover hands the lead back to it. Two writers
+/// insert and take bare-SELECT IDs throughout. Every ID handed to them is distinct, all are on
+/// shard 5, and the IDs after the failover are dated ahead of the promoted node's clock (the test
+/// is sharp: without the lease replayed from WAL, that node would issue from its clock, a minute
+/// behind).
+fn patroni_operations(synchronous: bool) {
+    // One cluster at a time: four servers, two Patroni and two writers at once are all two cores
+    // can take without Patroni's timings slipping.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mode = if synchronous {
+        "synchronous"
+    } else {
+        "asynchronous"
+    };
+    let test = format!("patroni_{mode}");
+    if !snowid_integration::major().starts_with("15") {
+        not_run(
+            &test,
+            &format!(
+                "not for this major: the Patroni test runs on PostgreSQL 15, and this run is {}",
+                snowid_integration::major()
+            ),
+        );
+        return;
+    }
+    if let Some(why) = missing_patroni() {
+        not_run(&test, &why);
+        return;
+    }
+    let mut cluster = PatroniCluster::start(mode, synchronous, ["+0", "-30s"]);
+    let ports = [cluster.nodes[0].pg_port, cluster.nodes[1].pg_port];
+    cluster.nodes[0]
+        .client()
+        .unwrap()
+        .batch_execute(
+            "CREATE EXTENSION snowid;
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(5));",
+        )
+        .unwrap();
+    wait_for("node2 has the table", Duration::from_secs(30), || {
+        cluster.nodes[1]
+            .client()
+            .and_then(|mut c| c.query_one("SELECT to_regclass('t') IS NOT NULL", &[]))
+            .is_ok_and(|r| r.get::<_, bool>(0))
+    });
+
+    let stop = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let mut events: Vec<(&str, Instant, Instant)> = Vec::new();
+    let mut sharp_behind_s = 0.0;
+    thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| write_until(&stop, ports, &seen));
+        }
+        // If a step below fails, the writers stop too, so that the failure is reported.
+        let _stop_writers = StopOnDrop(&stop);
+        thread::sleep(Duration::from_secs(2));
+
+        let started = Instant::now();
+        cluster.switchover(1);
+        thread::sleep(Duration::from_secs(2));
+        events.push((
+            "switchover to node2 (clock 30 s behind)",
+            started,
+            Instant::now(),
+        ));
+
+        let started = Instant::now();
+        cluster.nodes[0].set_clock("-60s");
+        let mut standby = cluster.nodes[0].client().unwrap();
+        standby
+            .batch_execute("SELECT pg_wal_replay_pause()")
+            .unwrap();
+        drop(standby);
+        thread::sleep(Duration::from_secs(2));
+        let newest_before: i64 = *seen.lock().unwrap().ids.iter().max().unwrap();
+        cluster.nodes[1].kill();
+        wait_for(
+            "node1 leads after the failover",
+            Duration::from_secs(90),
+            || cluster.nodes[0].is_leader(),
+        );
+        let mut leader = cluster.nodes[0].client().unwrap();
+        sharp_behind_s = leader
+            .query_one(
+                "SELECT extract(epoch FROM snowid_timestamp($1) - clock_timestamp())::float8",
+                &[&newest_before],
+            )
+            .unwrap()
+            .get(0);
+        drop(leader);
+        thread::sleep(Duration::from_secs(2));
+        events.push((
+            "kill -9 failover to node1 (replay paused, clock 60 s behind)",
+            started,
+            Instant::now(),
+        ));
+
+        let started = Instant::now();
+        cluster.nodes[1].start();
+        wait_for(
+            "node2 rejoins as a streaming standby after pg_rewind",
+            Duration::from_secs(120),
+            || cluster.nodes[1].is_streaming_replica(),
+        );
+        events.push(("pg_rewind rejoin of node2", started, Instant::now()));
+
+        let started = Instant::now();
+        cluster.switchover(1);
+        thread::sleep(Duration::from_secs(2));
+        events.push(("switch back to node2", started, Instant::now()));
+        stop.store(true, Ordering::Relaxed);
+    });
+
+    let seen = seen.into_inner().unwrap();
+    let log = cluster.logs();
+    assert!(
+        log.contains("running pg_rewind from "),
+        "node2 rejoined through pg_rewind"
+    );
+    assert!(
+        sharp_behind_s > 30.0,
+        "the promoted node's clock was behind the last IDs ({sharp_behind_s:.1} s): the test is sharp"
+    );
+    let distinct: HashSet<i64> = seen.ids.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        seen.ids.len(),
+        "{} IDs handed out twice",
+        seen.ids.len() - distinct.len()
+    );
+    assert!(seen.ids.iter().all(|id| (id >> 10) & 8191 == 5));
+    let mut report = format!(
+        "{test}: {} IDs handed out ({} inserted, {} by bare SELECTs), none twice; the promoted node's clock was {sharp_behind_s:.1} s behind the newest ID",
+        seen.ids.len(),
+        seen.inserted,
+        seen.selected
+    );
+    for (event, from, to) in &events {
+        report.push_str(&format!(
+            "\n  {event}: longest write gap {:.2} s",
+            longest_gap(&seen.successes, *from, *to).as_secs_f64()
+        ));
+    }
+    say(&report);
+    for (_, from, to) in &events {
+        assert!(
+            seen.successes.iter().any(|t| t > from && t < to),
+            "writes resumed within every event"
+        );
+    }
+}
+
+#[test]
+fn patroni_synchronous() {
+    patroni_operations(true);
+}
+
+#[test]
+fn patroni_asynchronous() {
+    patroni_operations(false);
+}
