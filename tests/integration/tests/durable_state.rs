@@ -71,11 +71,6 @@ fn leave_0_2_0_state(cluster: &Cluster, lease_end_unix_ms: i64, sealed_at: Optio
     cluster.put_file("snowid.state", file.encode().as_bytes());
 }
 
-fn parse_lsn(text: &str) -> u64 {
-    let (high, low) = text.split_once('/').unwrap();
-    (u64::from_str_radix(high, 16).unwrap() << 32) | u64::from_str_radix(low, 16).unwrap()
-}
-
 fn assert_fenced(err: &Error, why: &str) {
     assert_eq!(code(err), "55000", "{err:?}");
     let e = err.as_db_error().unwrap();
@@ -168,7 +163,7 @@ fn a_trusted_0_2_0_state_is_carried_over() {
     let mut cluster = cluster_with_rows(10);
     cluster.stop("fast");
     let lease_end = now_unix_ms() + 3_600_000;
-    let seal = parse_lsn(&cluster.checkpoint_lsn());
+    let seal = cluster.checkpoint_lsn();
     leave_0_2_0_state(&cluster, lease_end, Some(seal));
     cluster.start().unwrap();
     let mut db = cluster.client();
@@ -206,7 +201,7 @@ fn an_old_state_file_put_back_changes_nothing() {
     let mut cluster = cluster_with_rows(100_000);
     let old_max = max_id(&mut cluster.client());
     cluster.stop("fast");
-    let seal = parse_lsn(&cluster.checkpoint_lsn());
+    let seal = cluster.checkpoint_lsn();
     let stale = StateFile {
         sealed_at_lsn: Some(seal),
         ..StateFile::running(Record {
