@@ -5,7 +5,7 @@
 //! differ between servers and restarts, so those are STABLE: usable in index conditions, never
 //! in an index expression.
 
-use crate::{errors, gucs};
+use crate::{errors, gucs, text_key};
 use pgrx::prelude::*;
 use snowid_core::layout::{self, MAX_MS};
 use snowid_core::{epoch, shard_hash};
@@ -124,10 +124,36 @@ fn snowid_shard_for_bigint(key: i64) -> i32 {
     shard_hash::shard_for_i64(key)
 }
 
-/// The shard of a `text` key, such as a tenant name or an e-mail address.
-#[pg_extern(immutable, strict, parallel_safe, name = "snowid_shard_for")]
-fn snowid_shard_for_text(key: &str) -> i32 {
-    shard_hash::shard_for_bytes(key.as_bytes())
+// The shard of a `text` key, such as a tenant name or an e-mail address: FNV-1a of its UTF-8
+// bytes, whatever the database's encoding (see `text_key`). Written out by hand, under the
+// symbol earlier versions' scripts name, because pgrx's `&str` argument insists on UTF-8.
+extension_sql!(
+    r#"
+CREATE FUNCTION "snowid_shard_for"("key" text) RETURNS int
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_shard_for_text_wrapper';
+"#,
+    name = "snowid_shard_for_text"
+);
+
+v1_function_info!(pg_finfo_snowid_shard_for_text_wrapper);
+
+/// `snowid_shard_for(key text)`.
+///
+/// # Safety
+///
+/// Called by PostgreSQL's function manager with one non-null `text` argument.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn snowid_shard_for_text_wrapper(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: the function is STRICT with one text argument, and this runs guarded.
+    let shard = unsafe {
+        let key = (*fcinfo).args.as_slice(1)[0].value;
+        text_key::with_utf8(key, shard_hash::shard_for_bytes)
+    };
+    pg_sys::Datum::from(shard)
 }
 
 /// The shard of a `uuid` key: the same as that of its lowercase hyphenated text.
@@ -166,7 +192,7 @@ COMMENT ON FUNCTION snowid_shard_for(uuid) IS
         snowid_from_timestamp,
         snowid_text,
         snowid_shard_for_bigint,
-        snowid_shard_for_text,
+        "snowid_shard_for_text",
         snowid_shard_for_uuid
     ]
 );

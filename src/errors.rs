@@ -10,6 +10,7 @@
 //! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume) |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
+//! | 42501, 42P01 | `snowid_partition_ddl` on a table the caller has no privilege on, or that does not exist |
 //! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
@@ -358,6 +359,26 @@ pub fn too_many_partitions(max_partitions: i32) -> ! {
         format!("snowid_partition_ddl would emit more than {max_partitions} partitions"),
         None,
         Some("Pass a larger max_partitions, a longer step, or a shorter period.".into()),
+    )
+}
+
+#[track_caller]
+pub fn no_such_relation(oid: pgrx::pg_sys::Oid) -> ! {
+    raise(
+        ERRCODE_UNDEFINED_TABLE,
+        format!("relation with OID {} does not exist", oid.to_u32()),
+        Some("It was dropped, or the OID never named a relation.".into()),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn no_privilege_on(table: &str) -> ! {
+    raise(
+        ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied for table {table}"),
+        Some("snowid_partition_ddl needs a privilege on the table (or owning it).".into()),
+        None,
     )
 }
 

@@ -50,18 +50,6 @@ COMMENT ON FUNCTION snowid_next() IS
     name = "snowid_next"
 );
 
-/// Declares a version-1 C function to PostgreSQL's function manager.
-macro_rules! v1_function_info {
-    ($($finfo:ident),*) => {$(
-        #[unsafe(no_mangle)]
-        #[doc(hidden)]
-        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
-            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1
-        }
-    )*};
-}
-
 v1_function_info!(
     pg_finfo_snowid_next_v1,
     pg_finfo_snowid_next_int8,

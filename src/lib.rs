@@ -9,11 +9,26 @@
 //! - [`host`]: the protocol's host inside PostgreSQL (clocks, durable state, waits, log);
 //! - [`counters`]: IDs issued per shard, counted per process off the hot path;
 //! - [`errors`]: every error a user can meet;
-//! - the SQL functions: [`generate`], [`operations`], [`decode`], [`partitions`], [`trigger`]
-//!   and [`info`].
+//! - [`text_key`]: the bytes a text key hashes to its shard, whatever the database encoding;
+//! - the SQL functions: [`generate`], [`operations`], [`convert`], [`decode`], [`partitions`],
+//!   [`trigger`] and [`info`].
 
 use pgrx::prelude::*;
 
+/// Declares version-1 C functions to PostgreSQL's function manager, for the functions written
+/// out by hand (`extern "C-unwind" fn name(fcinfo) -> Datum` with `pg_finfo_name`).
+macro_rules! v1_function_info {
+    ($($finfo:ident),*) => {$(
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static pgrx::pg_sys::Pg_finfo_record {
+            const V1: pgrx::pg_sys::Pg_finfo_record = pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+    )*};
+}
+
+pub mod convert;
 pub mod counters;
 pub mod decode;
 pub mod errors;
@@ -26,6 +41,7 @@ pub mod operations;
 pub mod partitions;
 pub mod shmem;
 pub mod storage;
+pub mod text_key;
 pub mod trigger;
 pub mod wal;
 

@@ -33,14 +33,31 @@ const PARTITIONS_LIMIT: i32 = 100_000;
 /// PostgreSQL's longest identifier, in bytes.
 const NAME_MAX_BYTES: usize = 63;
 
-#[pg_extern(stable, strict)]
+// The parent arrives as a plain OID, so that it is checked (it exists, and the caller may see
+// it) before anything locks it; the SQL signature keeps `regclass`, as earlier versions had it.
+#[pg_extern(
+    stable,
+    strict,
+    sql = r#"
+CREATE FUNCTION "snowid_partition_ddl"(
+    "parent" regclass,
+    "from_ts" timestamp with time zone,
+    "to_ts" timestamp with time zone,
+    "step" interval DEFAULT '1 day',
+    "max_partitions" int DEFAULT 1000
+) RETURNS SETOF text
+STRICT STABLE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_partition_ddl_wrapper';
+"#
+)]
 fn snowid_partition_ddl(
-    parent: PgRelation,
+    parent: pg_sys::Oid,
     from_ts: TimestampWithTimeZone,
     to_ts: TimestampWithTimeZone,
-    step: default!(Interval, "'1 day'"),
-    max_partitions: default!(i32, 1000),
+    step: Interval,
+    max_partitions: i32,
 ) -> SetOfIterator<'static, String> {
+    let parent = open_visible(parent);
     check_parent(&parent);
     if !(1..=PARTITIONS_LIMIT).contains(&max_partitions) {
         errors::bad_argument(
@@ -82,6 +99,43 @@ fn snowid_partition_ddl(
         ));
     }
     SetOfIterator::new(statements)
+}
+
+/// The relation, locked for reading, once it is known to exist and to be visible to the caller:
+/// 42P01 for a dangling OID (such as `'-'::regclass`), 42501 for a table the caller has no
+/// privilege on. Checked before the lock, so that a call cannot queue behind (and hold up) a
+/// lock on a table the caller may not touch; and again after it, in case it was dropped between.
+fn open_visible(oid: pg_sys::Oid) -> PgRelation {
+    // SAFETY: catalog lookups by OID; get_rel_name returns NULL for a relation that does not
+    // exist, and pg_class_aclmask is only reached for one that does.
+    unsafe {
+        let name = pg_sys::get_rel_name(oid);
+        if name.is_null() {
+            errors::no_such_relation(oid);
+        }
+        let privileges = pg_sys::ACL_SELECT
+            | pg_sys::ACL_INSERT
+            | pg_sys::ACL_UPDATE
+            | pg_sys::ACL_DELETE
+            | pg_sys::ACL_TRUNCATE
+            | pg_sys::ACL_REFERENCES
+            | pg_sys::ACL_TRIGGER;
+        let granted = pg_sys::pg_class_aclmask(
+            oid,
+            pg_sys::GetUserId(),
+            privileges as pg_sys::AclMode,
+            pg_sys::AclMaskHow::ACLMASK_ANY,
+        );
+        if granted == 0 {
+            errors::no_privilege_on(&CStr::from_ptr(name).to_string_lossy());
+        }
+        pg_sys::LockRelationOid(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if pg_sys::get_rel_name(oid).is_null() {
+            errors::no_such_relation(oid);
+        }
+        // Already locked: opening it takes no further lock, and closing it keeps the lock.
+        PgRelation::open(oid)
+    }
 }
 
 /// Refuses a parent that is not partitioned by range of exactly one `bigint` column.

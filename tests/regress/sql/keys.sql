@@ -54,3 +54,5 @@ DROP TRIGGER one_arg ON tenants;
 CREATE TRIGGER after AFTER INSERT ON tenants FOR EACH ROW EXECUTE FUNCTION snowid_fill_id('id', 'n');
 INSERT INTO tenants (id, n) VALUES (2, 1);
 DROP TRIGGER after ON tenants;
+-- Called directly, not as a trigger: the trigger protocol's error, never an internal one.
+SELECT sqlstate_of($$SELECT snowid_fill_id()$$);

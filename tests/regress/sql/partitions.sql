@@ -78,3 +78,19 @@ SELECT snowid_partition_ddl('clicks', '2026-03-10', '2026-03-11');
 DROP TABLE clicks_20260310;
 -- A partition of that name with other bounds (a weekly series meeting a daily one) too.
 SELECT snowid_partition_ddl('clicks', '2026-03-01', '2026-03-15', '7 days');
+-- A parent that does not exist (a dangling OID) or that the caller has no privilege on is
+-- refused before anything locks it: 42P01 and 42501, never an internal error.
+SELECT sqlstate_of($$SELECT snowid_partition_ddl('-'::regclass, '2026-03-01', '2026-03-02')$$);
+SELECT sqlstate_of($$SELECT snowid_partition_ddl(4000000000::oid::regclass, '2026-03-01', '2026-03-02')$$);
+CREATE ROLE snowid_stranger;
+GRANT EXECUTE ON FUNCTION sqlstate_of(text) TO snowid_stranger;
+SET ROLE snowid_stranger;
+SELECT sqlstate_of($$SELECT snowid_partition_ddl('clicks', '2026-03-01', '2026-03-02')$$);
+RESET ROLE;
+GRANT SELECT ON clicks TO snowid_stranger;
+SET ROLE snowid_stranger;
+SELECT count(*) AS with_a_privilege FROM snowid_partition_ddl('clicks', '2026-03-01', '2026-03-02');
+RESET ROLE;
+REVOKE ALL ON clicks FROM snowid_stranger;
+REVOKE ALL ON FUNCTION sqlstate_of(text) FROM snowid_stranger;
+DROP ROLE snowid_stranger;
