@@ -2,13 +2,15 @@
 //! [`Cluster`] of its own with snowid and Citus preloaded and its own `snowid.shards`.
 //!
 //! Citus is not part of snowid and is not always installed: `scripts/citus` builds Citus 13.2.2
-//! into PostgreSQL 15 and 16 from the source vendored next to the repository. Tests call
+//! into PostgreSQL 15 and 16, and Citus 14.0.1 into 18, from the source vendored next to the
+//! repository (see [`citus_version_for`]). Tests call
 //! [`skip_without_citus!`](crate::skip_without_citus) first, which returns (passing) with a
-//! printed reason when Citus is missing, or on 17 and 18 (see [`CITUS_MAJORS`]).
+//! printed reason when Citus is missing, or on 17 (see [`CITUS_MAJORS`]).
 //!
-//! # What a loopback Citus 13.2.2 cluster needs
+//! # What a loopback Citus cluster needs
 //!
-//! Checked with a coordinator and two workers on 127.0.0.1, each on its own port:
+//! Checked with a coordinator and two workers on 127.0.0.1, each on its own port, with Citus
+//! 13.2.2 (PostgreSQL 15 and 16) and 14.0.1 (18) alike:
 //!
 //! - `shared_preload_libraries = 'citus,snowid'`. Citus refuses to load unless it comes first.
 //! - TCP on loopback: Citus connects to every node, the coordinator included, with libpq over
@@ -19,8 +21,8 @@
 //!   failure deep inside Citus.
 //! - TLS needs nothing: where PostgreSQL is built with OpenSSL (15 here),
 //!   `citus.node_conninfo` defaults to `sslmode=require`, and `CREATE EXTENSION citus` itself
-//!   generates a self-signed certificate and turns `ssl` on; the 16 here has no OpenSSL, and its
-//!   nodes talk in plain text.
+//!   generates a self-signed certificate and turns `ssl` on; the 16 and 18 here have no OpenSSL,
+//!   and their nodes talk in plain text.
 //! - `max_prepared_transactions` (two-phase commit across nodes) needs nothing either: at preload
 //!   Citus raises 0 to twice `max_connections` (200 here).
 //! - `wal_level = logical` only for moving shards with logical replication, which
@@ -33,7 +35,8 @@
 //!   and moves quicker. It is only the default; `create_distributed_table(shard_count => ...)`
 //!   overrides it.
 //! - No `citus.enable_*_for_testing` setting is needed. `citus.enable_statistics_collection`,
-//!   which would send usage reports over the network, is already off in this build.
+//!   which would send usage reports over the network, is already off in both builds (Citus 14
+//!   deprecates it).
 //!
 //! # Where a column DEFAULT is evaluated
 //!
@@ -49,14 +52,46 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The Citus release `scripts/citus` installs.
-pub const CITUS_VERSION: &str = "13.2.2";
-/// The PostgreSQL majors `scripts/citus` builds Citus for. Citus 13.2 supports 15 to 17 and not
-/// 18; the 17 here joins a 17.10 server with 17.12 headers, and a Citus compiled against those
-/// headers calls `heap_datum_check`, which the 17.10 server lacks, so it cannot load.
-pub const CITUS_MAJORS: [u32; 2] = [15, 16];
-/// The extension version of every Citus 13.2.x release, in its control file.
-const CITUS_EXTENSION_VERSION: &str = "13.2-1";
+/// The PostgreSQL majors `scripts/citus` builds Citus for. Citus 13.2 supports 15 to 17, and
+/// Citus 14 16 to 18; the 17 here joins a 17.10 server with 17.12 headers, and a Citus compiled
+/// against those headers calls `heap_datum_check`, which the 17.10 server lacks, so it cannot
+/// load.
+pub const CITUS_MAJORS: [u32; 3] = [15, 16, 18];
+
+/// The Citus release `scripts/citus` installs into a PostgreSQL major (its `citus_version_for`),
+/// or `None` for a major without Citus here: 13.2.2 on 15 and 16, 14.0.1 on 18 (Citus 14 dropped
+/// 15, and Citus 13.2 does not support 18).
+pub fn citus_version_for(major: u32) -> Option<&'static str> {
+    match major {
+        15 | 16 => Some("13.2.2"),
+        18 => Some("14.0.1"),
+        _ => None,
+    }
+}
+
+/// The Citus release installed for the PostgreSQL that `SNOWID_PG_CONFIG` names, as
+/// [`citus_version_for`] says; `None` on a major without Citus, or when pg_config does not run.
+pub fn citus_version() -> Option<&'static str> {
+    run_major().and_then(citus_version_for)
+}
+
+/// The extension version in a Citus release's control file, the same for every release of a
+/// minor version: `13.2-1` for 13.2.x, `14.0-1` for 14.0.x.
+fn extension_version(release: &str) -> String {
+    let minor = release.rsplit_once('.').map_or(release, |(minor, _)| minor);
+    format!("{minor}-1")
+}
+
+/// The major of the PostgreSQL that `SNOWID_PG_CONFIG` names, such as 18.
+fn run_major() -> Option<u32> {
+    let version = pg_config("--version")?.display().to_string();
+    version
+        .strip_prefix("PostgreSQL ")?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
 
 /// Settings every Citus node gets; see the module documentation for why.
 const CITUS_SETTINGS: &[(&str, &str)] = &[
@@ -66,26 +101,27 @@ const CITUS_SETTINGS: &[(&str, &str)] = &[
     ("temp_file_limit", "'1GB'"),
 ];
 
-/// Why Citus cannot be used by the tests, or `None` when Citus 13.2.2 is installed into the
-/// PostgreSQL that `SNOWID_PG_CONFIG` names: its `citus.so` carries the release and its
-/// `citus.control` the extension version.
+/// Why Citus cannot be used by the tests, or `None` when this major's Citus release (see
+/// [`citus_version_for`]) is installed into the PostgreSQL that `SNOWID_PG_CONFIG` names: its
+/// `citus.so` carries the release and its `citus.control` the extension version.
 pub fn missing_citus() -> Option<String> {
     let (Some(pkglibdir), Some(sharedir)) = (pg_config("--pkglibdir"), pg_config("--sharedir"))
     else {
         return Some("pg_config does not run (see SNOWID_PG_CONFIG)".into());
     };
-    let major = pg_config("--version")
-        .map(|v| v.display().to_string())
-        .unwrap_or_default();
-    if !CITUS_MAJORS
-        .iter()
-        .any(|m| major.starts_with(&format!("PostgreSQL {m}.")))
-    {
-        let majors = CITUS_MAJORS.map(|m| m.to_string()).join(" and ");
+    let Some(citus_version) = citus_version() else {
+        let version = pg_config("--version")
+            .map(|v| v.display().to_string())
+            .unwrap_or_default();
+        let majors: Vec<String> = CITUS_MAJORS
+            .iter()
+            .map(|&m| format!("{m} (Citus {})", citus_version_for(m).unwrap_or("?")))
+            .collect();
         return Some(format!(
-            "not for this major: Citus {CITUS_VERSION} runs here on PostgreSQL {majors} (17.10's headers are not to be had, and Citus 13.2 does not support 18), and this run is {major}"
+            "not for this major: Citus runs here on PostgreSQL {}; on 17 the server is 17.10 and the headers are 17.12's, and a Citus built against those does not load into that server; this run is {version}",
+            majors.join(", ")
         ));
-    }
+    };
     let library = pkglibdir.join("citus.so");
     let control = sharedir.join("extension/citus.control");
     let fix = "run scripts/citus with SNOWID_PG set to this major";
@@ -95,10 +131,10 @@ pub fn missing_citus() -> Option<String> {
             control.display()
         ));
     };
-    let wanted = format!("default_version = '{CITUS_EXTENSION_VERSION}'");
+    let wanted = format!("default_version = '{}'", extension_version(citus_version));
     if !control_text.lines().any(|line| line.trim() == wanted) {
         return Some(format!(
-            "{} is not Citus {CITUS_VERSION}'s; {fix}",
+            "{} is not Citus {citus_version}'s; {fix}",
             control.display()
         ));
     }
@@ -108,20 +144,20 @@ pub fn missing_citus() -> Option<String> {
             library.display()
         ));
     };
-    let release = format!("Citus {CITUS_VERSION} ");
+    let release = format!("Citus {citus_version} ");
     if !library_bytes
         .windows(release.len())
         .any(|w| w == release.as_bytes())
     {
         return Some(format!(
-            "{} is not Citus {CITUS_VERSION}; {fix}",
+            "{} is not Citus {citus_version}; {fix}",
             library.display()
         ));
     }
     None
 }
 
-/// Whether Citus 13.2.2 is installed (see [`missing_citus`]).
+/// Whether this major's Citus release is installed (see [`missing_citus`]).
 pub fn citus_installed() -> bool {
     missing_citus().is_none()
 }
@@ -287,9 +323,23 @@ fn citus_node(shards: &str, settings: &[(&str, &str)]) -> Cluster {
     }
     node.start()
         .unwrap_or_else(|log| panic!("a Citus node did not start:\n{log}"));
-    node.client()
-        .batch_execute("CREATE EXTENSION citus; CREATE EXTENSION snowid;")
+    let mut db = node.client();
+    db.batch_execute("CREATE EXTENSION citus; CREATE EXTENSION snowid;")
         .expect("create the citus and snowid extensions");
+    // The server runs the Citus this major is meant to have, not a stray build.
+    let release = citus_version().expect("a major with Citus");
+    let row = db
+        .query_one(
+            "SELECT citus_version(), extversion FROM pg_extension WHERE extname = 'citus'",
+            &[],
+        )
+        .expect("read Citus's version");
+    let (running, extversion): (String, String) = (row.get(0), row.get(1));
+    assert!(
+        running.starts_with(&format!("Citus {release} ")),
+        "citus_version() is {running:?}, not Citus {release}"
+    );
+    assert_eq!(extversion, extension_version(release));
     node
 }
 
