@@ -132,3 +132,48 @@ test('the shard as a query parameter: a JS number works', async () => {
   // Out of range for the function's int: the server's error, not a silent wrap.
   await assert.rejects(db.query('SELECT snowid_next($1)', [2 ** 40]), { code: '22003' });
 });
+
+// snippet: node-shard-for
+// snowid_shard_for(key): FNV-1a 64 of the key's canonical text as UTF-8, modulo 8192. The
+// canonical text of a number is its decimal digits, of a UUID its lowercase hyphenated form.
+function shardFor(key) {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of new TextEncoder().encode(String(key))) {
+    h = BigInt.asUintN(64, (h ^ BigInt(byte)) * 0x100000001b3n);
+  }
+  return Number(h % 8192n);
+}
+// end snippet
+
+test('JavaScript computes the server\'s shard for 1,000 keys, non-ASCII ones among them', async () => {
+  // A small deterministic generator, so that a failure can be replayed.
+  let state = 8192n;
+  const next = () => {
+    state = BigInt.asUintN(64, state * 6364136223846793005n + 1442695040888963407n);
+    return state >> 33n;
+  };
+  const pick = (s) => [...s][Number(next() % BigInt([...s].length))];
+  const alphabet = 'abcxyzàéîõüßÆØÅ東京都大阪市😀🙂ДЖЯ';
+  const texts = ['', 'alice@example.com', 'é', 'Zürich', '東京', '🙂'];
+  while (texts.length < 600) {
+    const length = 1 + Number(next() % 12n);
+    texts.push(Array.from({ length }, () => pick(alphabet)).join(''));
+  }
+  const numbers = ['0', '-1', '1341', '9223372036854775807', '-9223372036854775808'];
+  while (numbers.length < 200) numbers.push(BigInt.asIntN(64, next() << 31n ^ next()).toString());
+  const uuids = [];
+  while (uuids.length < 200) {
+    const hex = Array.from({ length: 4 }, () => next().toString(16).padStart(8, '0').slice(-8)).join('');
+    uuids.push(`${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`);
+  }
+  assert.equal(texts.length + numbers.length + uuids.length, 1000);
+  assert.ok(texts.filter((t) => /[^\x00-\x7f]/.test(t)).length > 500);
+  const server = async (type, keys) => (await db.query(
+    `SELECT array_agg(snowid_shard_for(k) ORDER BY i) AS shards
+       FROM unnest($1::${type}[]) WITH ORDINALITY u(k, i)`, [keys])).rows[0].shards;
+  assert.deepEqual(await server('text', texts), texts.map(shardFor));
+  assert.deepEqual(await server('bigint', numbers), numbers.map(shardFor));
+  // UUIDs in upper case too: the server hashes its canonical lowercase form.
+  const upper = uuids.map((u) => u.toUpperCase());
+  assert.deepEqual(await server('uuid', upper), uuids.map(shardFor));
+});

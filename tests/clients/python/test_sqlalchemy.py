@@ -211,3 +211,44 @@ def test_autoincrement_true_drops_the_default(engine):
 
     ddl = str(sa.schema.CreateTable(Pitfall.__table__).compile(engine))
     assert "BIGSERIAL" in ddl and "snowid_next" not in ddl
+
+
+class LegacyBase(DeclarativeBase):
+    pass
+
+
+class Invoice(LegacyBase):
+    """An application's model from before snowid: an identity key, which stays as it is."""
+
+    __tablename__ = "invoices"
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    note: Mapped[str] = mapped_column(String(40))
+
+
+def test_orm_inserts_after_snowid_convert_column(engine):
+    """An identity-keyed table converted in place with snowid_convert_column: the ORM model is
+    unchanged (it leaves the key to the server and reads it back), old rows keep their IDs, new
+    rows get snowid IDs on the shard given, above every old one."""
+    LegacyBase.metadata.drop_all(engine)
+    LegacyBase.metadata.create_all(engine)
+    with Session(engine) as session:
+        session.add_all([Invoice(note=f"old {i}") for i in range(100)])
+        session.commit()
+    with engine.begin() as conn:
+        fate = conn.execute(text("SELECT sequence_fate FROM snowid_convert_column('invoices', 'id', 5)")).scalar()
+    assert fate == "dropped with the identity"
+    with Session(engine) as session:
+        new = [Invoice(note=f"new {i}") for i in range(N)]
+        session.add_all(new)
+        session.flush()
+        ids = [invoice.id for invoice in new]
+        session.commit()
+    assert all(i is not None for i in ids)
+    assert len(set(ids)) == N
+    assert all((i >> 10) & 8191 == 5 for i in ids)
+    with engine.connect() as conn:
+        old_max = conn.execute(text("SELECT max(id) FROM invoices WHERE note LIKE 'old %'")).scalar()
+        assert old_max == 100
+        assert conn.execute(text("SELECT count(*) FROM invoices")).scalar() == 100 + N
+    assert min(ids) > old_max
+    LegacyBase.metadata.drop_all(engine)
