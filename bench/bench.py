@@ -42,6 +42,7 @@ $$ LANGUAGE plpgsql;
 FLOOR = "floor: int4abs"
 NEXTVAL = "nextval()"
 MANY = "snowid_next, many shards"
+SNOWID_ROWS = [MANY, "snowid_next, one shard", "snowid_next() (own shard)"]
 
 # (name, expression over g, the function it needs or None). The one-shard rows use shard 5000,
 # away from the low shards that snowid_next() picks by backend number, so that the two never
@@ -355,6 +356,35 @@ def svg_chart(stats, tps, title, path):
         f.write("\n".join(parts) + "\n")
 
 
+def versions_table(ours, theirs, label, their_label):
+    """Two builds measured in the same rounds: each against its own floor, and against each other."""
+    lines = [
+        f"| per call | {their_label}: ns | {their_label}: × floor | {label}: ns | {label}: × floor "
+        f"| {label} / {their_label}, min–max |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in SNOWID_ROWS + [FLOOR, NEXTVAL]:
+        a, b = ours[name], theirs[name]
+        fa, fb = per_round_ratios(a, ours[FLOOR]), per_round_ratios(b, theirs[FLOOR])
+        between = per_round_ratios(a, b)
+        lines.append(f"| {name} | {Spread(b).median:.0f} | {fb.median:.2f} ({fb.range('.2f')}) | "
+                     f"{Spread(a).median:.0f} | {fa.median:.2f} ({fa.range('.2f')}) | "
+                     f"{between.median:.2f} ({between.range('.2f')}) |")
+    return lines
+
+
+def per_call_versions(db, other, methods, rounds, calls):
+    """Per-call rounds alternating between two servers, each running the other build."""
+    ours, theirs = {n: [] for n, _ in methods}, {n: [] for n, _ in methods}
+    for r in range(rounds):
+        pair = [(db, ours), (other, theirs)]
+        random.Random(-r).shuffle(pair)
+        for server, samples in pair:
+            for name, values in per_call(server, methods, 1, calls).items():
+                samples[name].extend(values)
+    return ours, theirs
+
+
 def per_call_table(samples):
     floor, nextval = samples[FLOOR], samples[NEXTVAL]
     stats = {name: Spread(v) for name, v in samples.items()}
@@ -378,6 +408,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer rounds, calls and rows")
     ap.add_argument("--per-call-only", action="store_true", help="just the per-call table, printed")
+    ap.add_argument("--against-port", help="a second server, running another build of snowid")
+    ap.add_argument("--against-host", help="the second server's socket directory")
+    ap.add_argument("--against-library", help="the path the second server preloads snowid from")
+    ap.add_argument("--against-version", help="the extension version that build installs")
+    ap.add_argument("--label", default="this build")
+    ap.add_argument("--against-label", default="the other build")
     args = ap.parse_args()
     db = Server(args.bindir, args.host, args.port)
     db.psql("CREATE EXTENSION snowid; CREATE SEQUENCE bench_seq;" + INSTAGRAM)
@@ -392,6 +428,17 @@ def main():
     # generator, and the sustained rate below times the ceiling a shard meets past its lead.
     rounds, calls = (5, 200_000) if args.quick else (11, 500_000)
     assert 2 * calls < LEAD_IDS
+    if args.against_port:
+        other = Server(args.bindir, args.against_host or args.host, args.against_port)
+        version_clause = f" VERSION '{args.against_version}'" if args.against_version else ""
+        other.psql(f"CREATE EXTENSION snowid{version_clause}; CREATE SEQUENCE bench_seq;" + INSTAGRAM +
+                   f"UPDATE pg_catalog.pg_proc SET probin = '{args.against_library}' "
+                   "WHERE probin = '$libdir/snowid';")
+        versions = [(n, e) for n, e in methods if n in SNOWID_ROWS + [FLOOR, NEXTVAL]]
+        print(f"PostgreSQL {version}: per-call cost of two builds, {rounds} rounds ...", flush=True)
+        ours, theirs = per_call_versions(db, other, versions, rounds, calls)
+        print("\n".join(versions_table(ours, theirs, args.label, args.against_label)))
+        return
     print(f"PostgreSQL {version}: per-call cost, {rounds} rounds ...", flush=True)
     samples = per_call(db, methods, rounds, calls)
     stats, call_lines = per_call_table(samples)
