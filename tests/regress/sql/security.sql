@@ -55,6 +55,14 @@ BEGIN
             LANGUAGE sql AS 'SELECT evil.log(''pg_get_expr''); SELECT ''''::text'$f$, s);
         EXECUTE format($f$CREATE FUNCTION %I.generate_series(timestamptz, timestamptz, interval) RETURNS SETOF timestamptz
             LANGUAGE sql AS 'SELECT evil.log(''generate_series''); SELECT now()'$f$, s);
+        EXECUTE format($f$CREATE FUNCTION %I.pg_has_role(name, oid, text) RETURNS bool
+            LANGUAGE sql AS 'SELECT evil.log(''pg_has_role''); SELECT true'$f$, s);
+        EXECUTE format($f$CREATE FUNCTION %I.pg_get_serial_sequence(text, name) RETURNS text
+            LANGUAGE sql AS 'SELECT evil.log(''pg_get_serial_sequence''); SELECT NULL::text'$f$, s);
+        EXECUTE format($f$CREATE FUNCTION %I.format(text, regclass, name) RETURNS text
+            LANGUAGE sql AS 'SELECT evil.log(''format''); SELECT ''SELECT 1''::text'$f$, s);
+        EXECUTE format($f$CREATE FUNCTION %I.format(text, regclass, name, text, integer) RETURNS text
+            LANGUAGE sql AS 'SELECT evil.log(''format''); SELECT ''SELECT 1''::text'$f$, s);
     END LOOP;
 END
 $$;
@@ -70,6 +78,8 @@ CREATE FUNCTION evil.snowid_from_timestamp(timestamptz, int, int) RETURNS bigint
 
 CREATE TABLE sec_parts (id bigint) PARTITION BY RANGE (id);
 CREATE TABLE sec_rows (id bigint PRIMARY KEY, user_id bigint);
+CREATE TABLE sec_serial (id bigserial PRIMARY KEY);
+INSERT INTO sec_serial DEFAULT VALUES;
 CREATE TRIGGER sec_rows_id BEFORE INSERT ON sec_rows
     FOR EACH ROW EXECUTE FUNCTION public.snowid_fill_id('id', 'user_id');
 
@@ -97,6 +107,9 @@ INSERT INTO public.sec_rows (user_id) VALUES (42);
 SELECT col, max_id OPERATOR(pg_catalog.>) 0 AS has_ids FROM public.snowid_resume_above_columns()
 WHERE tbl::text OPERATOR(pg_catalog.=) 'sec_rows';
 SELECT public.snowid_shard(id) OPERATOR(pg_catalog.=) public.snowid_shard_for(42) AS filled FROM public.sec_rows;
+SELECT sequence_fate FROM public.snowid_convert_column('public.sec_serial', 'id', 9);
+INSERT INTO public.sec_serial DEFAULT VALUES;
+SELECT public.snowid_shard(pg_catalog.max(id)) AS converted FROM public.sec_serial;
 
 RESET search_path;
 SELECT count(*) AS trojans_run, string_agg(DISTINCT what, ', ') AS which FROM trojan_log;
