@@ -297,6 +297,41 @@ impl Cluster {
         (client, seen)
     }
 
+    /// A new connection as the superuser `postgres` to another database of the cluster.
+    pub fn client_of(&self, dbname: &str) -> Client {
+        postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user("postgres")
+            .dbname(dbname)
+            .connect(NoTls)
+            .unwrap_or_else(|e| panic!("connect to database {dbname}: {e}"))
+    }
+
+    /// `pg_dump -Fc` of one database restored with `pg_restore` into another (existing, empty)
+    /// one, with this cluster's own programs; fails the test if either fails.
+    pub fn dump_and_restore(&self, from: &str, to: &str) {
+        let dump = self.dir.join(format!("{from}.dump"));
+        let dump = dump.to_str().expect("a UTF-8 path");
+        for (program, args) in [
+            ("pg_dump", vec!["-Fc", "-d", from, "-f", dump]),
+            ("pg_restore", vec!["-d", to, "--exit-on-error", dump]),
+        ] {
+            let out = self
+                .server_command(program)
+                .args(["-h", "127.0.0.1", "-U", "postgres", "-p"])
+                .arg(self.port.to_string())
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("run {program}: {e}"));
+            assert!(
+                out.status.success(),
+                "{program}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     pub fn try_client(&self) -> Result<Client, postgres::Error> {
         postgres::Config::new()
             .host("127.0.0.1")

@@ -139,7 +139,7 @@ fn a_converted_table_through_dump_and_restore() {
     let mut db = cluster.client();
     db.batch_execute("CREATE DATABASE shop").unwrap();
     db.batch_execute("CREATE DATABASE restored").unwrap();
-    let mut shop = connect(&cluster, "shop");
+    let mut shop = cluster.client_of("shop");
     shop.batch_execute(
         "CREATE EXTENSION snowid;
          CREATE TABLE events (id bigserial PRIMARY KEY, body text);
@@ -149,32 +149,9 @@ fn a_converted_table_through_dump_and_restore() {
     )
     .unwrap();
 
-    let dump = cluster.dir().join("shop.dump");
-    for (program, args) in [
-        (
-            "pg_dump",
-            vec!["-Fc", "-d", "shop", "-f", dump.to_str().unwrap()],
-        ),
-        (
-            "pg_restore",
-            vec!["-d", "restored", "--exit-on-error", dump.to_str().unwrap()],
-        ),
-    ] {
-        let out = cluster
-            .server_command(program)
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-p"])
-            .arg(cluster.port.to_string())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{program}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    cluster.dump_and_restore("shop", "restored");
 
-    let mut restored = connect(&cluster, "restored");
+    let mut restored = cluster.client_of("restored");
     let default: String = restored
         .query_one(
             "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'events'::regclass",
@@ -218,14 +195,4 @@ fn a_converted_table_through_dump_and_restore() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(old, (1..=1000).collect::<Vec<i64>>(), "old keys are intact");
-}
-
-fn connect(cluster: &Cluster, dbname: &str) -> snowid_integration::postgres::Client {
-    snowid_integration::postgres::Config::new()
-        .host("127.0.0.1")
-        .port(cluster.port)
-        .user("postgres")
-        .dbname(dbname)
-        .connect(snowid_integration::postgres::NoTls)
-        .unwrap()
 }

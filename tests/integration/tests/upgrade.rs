@@ -34,16 +34,6 @@ fn extension_version() -> String {
         .to_string()
 }
 
-fn connect(cluster: &Cluster, dbname: &str) -> snowid_integration::postgres::Client {
-    snowid_integration::postgres::Config::new()
-        .host("127.0.0.1")
-        .port(cluster.port)
-        .user("postgres")
-        .dbname(dbname)
-        .connect(snowid_integration::postgres::NoTls)
-        .expect("connect")
-}
-
 /// Guards against an upgrade that loses tables, breaks old defaults, or leaves the upgraded
 /// extension different from a fresh install: an earlier version is installed and used with this
 /// library, updated with ALTER EXTENSION, and then its old tables keep generating above their
@@ -58,7 +48,7 @@ fn upgrade_from(from: &str) {
             .unwrap();
     }
 
-    let mut old = connect(&cluster, "old_db");
+    let mut old = cluster.client_of("old_db");
     old.batch_execute(&format!(
         "CREATE EXTENSION snowid VERSION '{from}';
              CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowid_next(5), n int);
@@ -119,7 +109,7 @@ fn upgrade_from(from: &str) {
     assert_eq!(row.get::<_, String>(5), "41/13/10");
     assert!(row.get::<_, bool>(6));
 
-    let mut fresh = connect(&cluster, "fresh_db");
+    let mut fresh = cluster.client_of("fresh_db");
     fresh.batch_execute("CREATE EXTENSION snowid").unwrap();
     let upgraded_catalog: String = old.query_one(CATALOG, &[]).unwrap().get(0);
     let fresh_catalog: String = fresh.query_one(CATALOG, &[]).unwrap().get(0);
@@ -128,51 +118,8 @@ fn upgrade_from(from: &str) {
         "the upgrade script makes exactly what a fresh install makes"
     );
 
-    let dump = cluster.dir().join("old_db.dump");
-    let out = cluster
-        .server_command("pg_dump")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-Fc",
-            "-d",
-            "old_db",
-            "-f",
-        ])
-        .arg(&dump)
-        .arg("-p")
-        .arg(cluster.port.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = cluster
-        .server_command("pg_restore")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "restored_db",
-            "--exit-on-error",
-        ])
-        .arg("-p")
-        .arg(cluster.port.to_string())
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut restored = connect(&cluster, "restored_db");
+    cluster.dump_and_restore("old_db", "restored_db");
+    let mut restored = cluster.client_of("restored_db");
     let dumped_max: i64 = restored
         .query_one("SELECT max(id) FROM orders", &[])
         .unwrap()
