@@ -537,8 +537,10 @@ pub fn not_run(test: &str, why: &str) {
     let line = format!("{test}: not run: {why}");
     say(&line);
     if let Ok(path) = std::env::var("SNOWID_NOT_RUN") {
+        // One write of the whole line: tests run in parallel, and an appending write() is not
+        // interleaved with another, where writeln!'s several writes would be.
         if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(file, "{line}");
+            let _ = file.write_all(format!("{line}\n").as_bytes());
         }
     }
 }
