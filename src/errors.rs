@@ -18,12 +18,10 @@
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel |
 //! | XX001 | the durable state's pages are damaged |
 
-use crate::host::Unavailable;
-use crate::storage;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowid_core::durable::Fence;
+use snowid_core::durable::{Fence, Unavailable, RELATION_NUMBER};
 use snowid_core::epoch;
 use snowid_core::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
 
@@ -232,7 +230,7 @@ pub fn state_unavailable(why: &Unavailable) -> ! {
             ERRCODE_DATA_CORRUPTED,
             format!(
                 "snowid's state in \"global/{}\" is damaged: {damage}",
-                storage::RELATION_NUMBER
+                RELATION_NUMBER
             ),
             Some("No ID was issued past the last durable lease.".into()),
             Some(
@@ -274,7 +272,11 @@ pub fn clock_before_epoch(epoch_unix_ms: i64, now_unix_ms: i64) -> ! {
             epoch::format(now_unix_ms),
             epoch::format(epoch_unix_ms)
         )),
-        Some("Correct the system clock.".into()),
+        Some(
+            "Correct the system clock, or wait until it passes the epoch; a snowid.epoch set \
+             in the future by mistake is changed in postgresql.conf, followed by a restart."
+                .into(),
+        ),
     )
 }
 

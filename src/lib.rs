@@ -1,17 +1,13 @@
 //! snowid: sharded, time-sorted 64-bit keys for PostgreSQL.
 //!
 //! Everything about issuing IDs that does not need PostgreSQL lives in the `snowid-core` crate
-//! (`core/`). This crate is the glue:
-//! - [`gucs`]: the `snowid.*` settings;
-//! - [`shmem`]: the shared-memory segment, with its concurrency rules, and how it starts;
-//! - [`storage`]: the durable state's pages, in the buffer manager;
-//! - [`wal`]: the state's changes in the WAL, a custom resource manager, and their replay;
-//! - [`host`]: the protocol's host inside PostgreSQL (clocks, durable state, waits, log);
-//! - [`counters`]: IDs issued per shard, counted per process off the hot path;
-//! - [`errors`]: every error a user can meet;
-//! - [`text_key`]: the bytes a text key hashes to its shard, whatever the database encoding;
-//! - the SQL functions: [`generate`], [`operations`], [`convert`], [`decode`], [`partitions`],
-//!   [`trigger`] and [`info`].
+//! (`core/`). This crate is the glue, in layers whose imports only point down:
+//! - [`sql`]: every function SQL users call;
+//! - [`server`]: what runs inside the server: the settings, the shared-memory segment, the
+//!   per-process counts, and the protocol's host;
+//! - [`server::state`]: the durable state: its pages, its WAL records, and the one start-up
+//!   decision ([`server::state::startup`]);
+//! - [`errors`]: every error a user can meet, at the bottom: it imports nothing of the above.
 
 use pgrx::prelude::*;
 
@@ -28,22 +24,12 @@ macro_rules! v1_function_info {
     )*};
 }
 
-pub mod convert;
-pub mod counters;
-pub mod decode;
 pub mod errors;
-pub mod generate;
-pub mod gucs;
-pub mod host;
-pub mod info;
-pub mod legacy;
-pub mod operations;
-pub mod partitions;
-pub mod shmem;
-pub mod storage;
-pub mod text_key;
-pub mod trigger;
-pub mod wal;
+pub mod server;
+pub mod sql;
+
+use server::state::{startup, wal_records};
+use server::{counters, settings, shared_memory};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -59,17 +45,17 @@ pub extern "C-unwind" fn _PG_init() {
     // decodes but does not generate.
     // SAFETY: a plain read of a flag PostgreSQL sets while it loads preloaded libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        gucs::init();
-        shmem::init();
-        wal::register();
+        settings::init();
+        shared_memory::init();
+        wal_records::register();
         counters::register();
-        generate::warn_if_exhaustion_is_near(gucs::epoch_unix_ms());
+        sql::generate::warn_if_exhaustion_is_near(settings::epoch_unix_ms());
     }
-    // pg_upgrade loads snowid into the new cluster, in binary-upgrade mode, to check and restore
-    // the schema: the mark left there fences the new cluster's first normal start.
+    // pg_upgrade loads snowid, in binary-upgrade mode, to check and restore the schema: where
+    // such a cluster has no state, its first normal start fences generation (see startup).
     // SAFETY: a plain read of a flag set before any library is loaded.
     if unsafe { pg_sys::IsBinaryUpgrade } {
-        storage::mark_upgraded();
+        startup::mark_binary_upgrade();
     }
 }
 

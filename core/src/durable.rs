@@ -29,6 +29,21 @@ pub const BLOCKS: u32 = 1 + LAST_ID_BLOCKS;
 pub const LAST_IDS_PER_BLOCK: usize = 1016;
 const LAST_ID_BLOCKS: u32 = SHARD_COUNT.div_ceil(LAST_IDS_PER_BLOCK) as u32;
 
+/// The relation that holds the state inside PostgreSQL: `global/9128` in the data directory. 9128
+/// lies in the range of OIDs PostgreSQL keeps for development (8000 to 9999), which no released
+/// version assigns.
+pub const RELATION_NUMBER: u32 = 9128;
+
+/// Why the durable state could not be read or changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Its pages are damaged (found so while changing them).
+    Damaged(Damage),
+    /// The change's record is durable here, but the wait for the synchronous standbys to confirm
+    /// it was cancelled, so nothing that depends on it may be used.
+    NotReplicated,
+}
+
 /// Why generation is fenced until a superuser resumes above the IDs already issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fence {
@@ -36,8 +51,12 @@ pub enum Fence {
     Stale,
     /// The state could not be read: damaged, or written by a newer snowid.
     Unreadable,
-    /// The cluster was made by `pg_upgrade`, which does not carry snowid's state over.
+    /// The cluster was made by `pg_upgrade`, which does not carry snowid's state over (recorded
+    /// by snowid 0.3.0; this version finds such a cluster's state [`Fence::Lost`]).
     Upgraded,
+    /// The state is missing from a cluster that had it: its file deleted, cut short or zeroed,
+    /// or the cluster made by `pg_upgrade`.
+    Lost,
 }
 
 impl Fence {
@@ -47,6 +66,7 @@ impl Fence {
             Fence::Stale => 1,
             Fence::Unreadable => 2,
             Fence::Upgraded => 3,
+            Fence::Lost => 4,
         }
     }
 
@@ -55,6 +75,7 @@ impl Fence {
             1 => Some(Fence::Stale),
             2 => Some(Fence::Unreadable),
             3 => Some(Fence::Upgraded),
+            4 => Some(Fence::Lost),
             _ => None,
         }
     }
@@ -68,6 +89,11 @@ impl Fence {
             Fence::Unreadable => "the state snowid found could not be read",
             Fence::Upgraded => {
                 "the cluster was made by pg_upgrade, which does not carry snowid's state over"
+            }
+            Fence::Lost => {
+                "snowid's state in \"global/9128\" is missing, cut short or zeroed in a cluster \
+                 where snowid is installed: the file was lost or damaged, or the cluster was made \
+                 by pg_upgrade, which does not carry snowid's state over"
             }
         }
     }

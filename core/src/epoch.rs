@@ -51,10 +51,6 @@ pub enum EpochError {
     },
     /// Finer than a millisecond.
     NotWholeMillisecond,
-    /// Later than the wall clock.
-    InTheFuture {
-        epoch_unix_ms: i64,
-    },
 }
 
 impl std::fmt::Display for EpochError {
@@ -89,11 +85,6 @@ impl std::fmt::Display for EpochError {
                 write!(f, "offset {hours:02}:{minutes:02} is not a real UTC offset")
             }
             EpochError::NotWholeMillisecond => write!(f, "the epoch must be a whole millisecond"),
-            EpochError::InTheFuture { epoch_unix_ms } => write!(
-                f,
-                "the epoch {} is in the future; IDs count milliseconds since it",
-                format(*epoch_unix_ms)
-            ),
         }
     }
 }
@@ -146,17 +137,6 @@ pub fn parse(text: &str) -> Result<i64, EpochError> {
     let days = days_from_civil(year, month, day);
     let local_ms = days * MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + micros / 1000;
     Ok(local_ms - offset_minutes * 60_000)
-}
-
-/// Parses an epoch and checks that it is not in the future, given the wall clock.
-pub fn validate(text: &str, now_unix_ms: i64) -> Result<i64, EpochError> {
-    let epoch = parse(text)?;
-    if epoch > now_unix_ms {
-        return Err(EpochError::InTheFuture {
-            epoch_unix_ms: epoch,
-        });
-    }
-    Ok(epoch)
 }
 
 /// The Unix time of PostgreSQL's own epoch, 2000-01-01 00:00:00 UTC, in milliseconds.
@@ -390,16 +370,6 @@ mod tests {
             format(DEFAULT_EPOCH_UNIX_MS + (1 << 40)),
             "2060-11-03 19:53:47.776+00"
         );
-    }
-
-    #[test]
-    fn refuses_an_epoch_in_the_future() {
-        assert_eq!(
-            validate(DEFAULT_EPOCH.to_str().unwrap(), DEFAULT_EPOCH_UNIX_MS),
-            Ok(DEFAULT_EPOCH_UNIX_MS)
-        );
-        let err = validate(DEFAULT_EPOCH.to_str().unwrap(), DEFAULT_EPOCH_UNIX_MS - 1).unwrap_err();
-        assert!(err.to_string().contains("in the future"), "{err}");
     }
 
     #[test]

@@ -99,6 +99,22 @@ pub enum Status {
     },
 }
 
+impl Status {
+    /// What a loaded state lets a server configured with `epoch_unix_ms` do: the one rule that
+    /// generation and `snowid_info()` share.
+    pub fn of(header: &crate::durable::Header, epoch_unix_ms: i64) -> Status {
+        if !header.allows_epoch(epoch_unix_ms) {
+            return Status::EpochMovedLater {
+                recorded_epoch_unix_ms: header.epoch_unix_ms,
+            };
+        }
+        match header.fence {
+            Some(fence) => Status::Fenced(fence),
+            None => Status::Generating,
+        }
+    }
+}
+
 const NOT_LOADED: u8 = 0;
 const GENERATING: u8 = 1;
 const FENCED: u8 = 2;
@@ -412,10 +428,9 @@ impl Shared {
     /// Seeds the shared state from the durable one, and says whether the server generates.
     fn publish_loaded(&self, state: &DurableState, epoch_unix_ms: i64, now: Sample) {
         let header = &state.header;
-        if !header.allows_epoch(epoch_unix_ms) {
-            self.lease.set_status(Status::EpochMovedLater {
-                recorded_epoch_unix_ms: header.epoch_unix_ms,
-            });
+        let status = Status::of(header, epoch_unix_ms);
+        if let Status::EpochMovedLater { .. } = status {
+            self.lease.set_status(status);
             return;
         }
         // Every old ID's time field is below the lease end under the earliest epoch, and so
@@ -437,13 +452,10 @@ impl Shared {
                 cell.raise_floor(floor);
             }
         }
-        match header.fence {
-            Some(fence) => self.lease.set_status(Status::Fenced(fence)),
-            None => {
-                self.lease.publish(end_ms, header.base_unix_ms);
-                self.lease.set_status(Status::Generating);
-            }
+        if status == Status::Generating {
+            self.lease.publish(end_ms, header.base_unix_ms);
         }
+        self.lease.set_status(status);
     }
 }
 
@@ -761,10 +773,23 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// ID for it, including callers already running, and once it returns no server that replays
     /// this one's WAL (a standby, a restore, a promoted standby) issues it either, until it is
     /// taken back. Returns the last ID issued for it, or, if none was issued since the server
-    /// started, an ID above every one issued before.
+    /// started, an ID above every one issued before. A server that cannot know its last ID
+    /// (fenced, or configured with a later epoch than its IDs') refuses: the ID it would
+    /// return could be below IDs it issued, and the next owner would resume below them.
     pub fn release(&self, shard: Shard) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
         self.load_claimed(&claimed)?;
+        match self.shared.lease.status() {
+            Status::Fenced(fence) => return Err(Refused::Fenced(fence)),
+            Status::EpochMovedLater {
+                recorded_epoch_unix_ms,
+            } => {
+                return Err(Refused::EpochMovedLater {
+                    recorded_epoch_unix_ms,
+                })
+            }
+            Status::Generating | Status::NotLoaded => {}
+        }
         let last_id = id_from_stamp(shard_state::release(&self.shared.shard(shard).stamp), shard);
         self.persist(&Change::Release { shard, last_id }, &claimed)?;
         Ok(last_id)

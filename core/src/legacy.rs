@@ -159,6 +159,9 @@ pub struct StateFile {
     pub sealed_at_lsn: Option<u64>,
     /// Whether the file predates seals (version 1). Such a file cannot be checked for age.
     pub unsealable: bool,
+    /// The fence an earlier start of this version judged the file to deserve, written into it
+    /// so that every later start judges the same.
+    pub refused: Option<Fence>,
 }
 
 const HEADER: &str = "# snowid high-water mark. Do not edit, and never put back an older copy: \
@@ -171,6 +174,15 @@ impl StateFile {
             record,
             sealed_at_lsn: None,
             unsealable: false,
+            refused: None,
+        }
+    }
+
+    /// The same file, carrying a verdict.
+    pub fn refused_as(self, fence: Fence) -> StateFile {
+        StateFile {
+            refused: Some(fence),
+            ..self
         }
     }
 
@@ -180,8 +192,12 @@ impl StateFile {
             Some(lsn) => format_lsn(lsn),
             None => "none".into(),
         };
+        let refused = match self.refused {
+            Some(fence) => format!("refused={}\n", fence.code()),
+            None => String::new(),
+        };
         format!(
-            "version=2\nepoch_unix_ms={}\nbase_unix_ms={}\nlease_end_unix_ms={}\nsealed_at_lsn={seal}\n",
+            "version=2\nepoch_unix_ms={}\nbase_unix_ms={}\nlease_end_unix_ms={}\nsealed_at_lsn={seal}\n{refused}",
             r.epoch_unix_ms, r.base_unix_ms, r.lease_end_unix_ms
         )
     }
@@ -220,6 +236,7 @@ impl StateFile {
                         record,
                         sealed_at_lsn: None,
                         unsealable: true,
+                        refused: None,
                     },
                 )
             }
@@ -228,10 +245,20 @@ impl StateFile {
                     "none" => None,
                     lsn => Some(parse_lsn(lsn).ok_or(LeaseError::NotANumber("sealed_at_lsn"))?),
                 };
+                let refused = match text.lines().find_map(|l| l.strip_prefix("refused=")) {
+                    None => None,
+                    Some(code) => Some(
+                        code.parse()
+                            .ok()
+                            .and_then(Fence::from_code)
+                            .ok_or(LeaseError::NotANumber("refused"))?,
+                    ),
+                };
                 let file = StateFile {
                     record,
                     sealed_at_lsn: seal,
                     unsealable: false,
+                    refused,
                 };
                 (file.body(), file)
             }
@@ -283,12 +310,18 @@ pub fn import(
             })
         }
     };
-    let stale =
-        last_stop.clean && !file.unsealable && file.sealed_at_lsn != Some(last_stop.checkpoint_lsn);
     Some(Header {
-        fence: stale.then_some(Fence::Stale),
+        fence: verdict(&file, last_stop),
         ..file.record.header()
     })
+}
+
+/// The fence a readable file deserves at this start: the one an earlier start wrote into it, or
+/// stale if the server stopped cleanly at a checkpoint the file was not sealed at.
+pub fn verdict(file: &StateFile, last_stop: LastStop) -> Option<Fence> {
+    let stale =
+        last_stop.clean && !file.unsealable && file.sealed_at_lsn != Some(last_stop.checkpoint_lsn);
+    file.refused.or(stale.then_some(Fence::Stale))
 }
 
 /// Reads the state file in `dir`: `None` when there is none yet.
@@ -418,6 +451,30 @@ mod tests {
     }
 
     #[test]
+    fn a_verdict_written_into_the_file_outlasts_a_crash() {
+        // Guards against a refusal lost to the next start: judged stale after a clean stop, the
+        // file is rewritten with its verdict; after a crash (an unclean stop, which on its own
+        // would make the file trusted) it is still refused.
+        let file = StateFile {
+            sealed_at_lsn: Some(0x20),
+            ..StateFile::running(RECORD)
+        };
+        assert_eq!(verdict(&file, clean_at(0x28)), Some(Fence::Stale));
+        assert_eq!(verdict(&file, RUNNING), None, "the judgement alone changes");
+        let refused = file.refused_as(Fence::Stale);
+        let reread = StateFile::decode(&refused.encode()).unwrap();
+        assert_eq!(reread, refused);
+        for stop in [RUNNING, clean_at(0x20), clean_at(0x28)] {
+            assert_eq!(verdict(&reread, stop), Some(Fence::Stale), "{stop:?}");
+        }
+        let tampered = refused.encode().replace("refused=1", "refused=0");
+        assert!(
+            StateFile::decode(&tampered).is_err(),
+            "the verdict is under the checksum"
+        );
+    }
+
+    #[test]
     fn an_unreadable_file_is_imported_fenced_not_as_a_first_start() {
         let header = import(Err(LeaseError::ChecksumMismatch), RUNNING, EPOCH).unwrap();
         assert_eq!(header.fence, Some(Fence::Unreadable));
@@ -487,7 +544,8 @@ mod tests {
             Ok(StateFile {
                 record: RECORD,
                 sealed_at_lsn: None,
-                unsealable: true
+                unsealable: true,
+                refused: None
             })
         );
     }
@@ -611,7 +669,7 @@ mod tests {
         #[test]
         fn encode_and_decode_round_trip(epoch in 0i64..i64::MAX / 4, base in 0i64..i64::MAX / 4, extra in 0i64..i64::MAX / 4, seal in proptest::option::of(any::<u64>())) {
             let r = Record { epoch_unix_ms: epoch, base_unix_ms: base, lease_end_unix_ms: epoch + extra };
-            let file = StateFile { record: r, sealed_at_lsn: seal, unsealable: false };
+            let file = StateFile { record: r, sealed_at_lsn: seal, unsealable: false, refused: None };
             prop_assert_eq!(StateFile::decode(&file.encode()), Ok(file));
             prop_assert_eq!(Record::from_bytes(&r.to_bytes()), Ok(r));
         }

@@ -9,6 +9,8 @@
 //! - [`shard_hash`]: the stable hash from a key to a shard.
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
+//! - [`startup`]: the one start-up decision: what the durable state is when a server first needs
+//!   it (loaded, created fresh, imported, or fenced, and why).
 //! - [`legacy`]: the state files of 0.1.0 and 0.2.0, and 0.2.0's WAL records, read once to
 //!   carry a cluster over.
 //! - [`generator`]: the issuing protocol: the fast path, and the slow one that loads the durable
@@ -30,5 +32,6 @@ pub mod legacy;
 pub mod shard_hash;
 pub mod shard_set;
 pub mod shard_state;
+pub mod startup;
 mod sync;
 pub mod time_base;

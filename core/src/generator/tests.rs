@@ -603,10 +603,44 @@ fn releasing_a_shard_never_used_since_start_returns_an_id_above_all_before() {
 }
 
 #[test]
+fn a_server_that_cannot_know_its_last_id_releases_nothing() {
+    // Guards against a made-up last ID: a fenced server released shard 7 with the ID at the
+    // start of its state's epoch, and the next owner, resuming above it, issued IDs below the
+    // fenced server's old ones.
+    let host = Host::with_disk(Header {
+        fence: Some(Fence::Lost),
+        ..Header::fresh(EPOCH)
+    });
+    let shared = host.restart();
+    assert_eq!(
+        generator(&shared, &host).release(shard(7)),
+        Err(Refused::Fenced(Fence::Lost))
+    );
+    assert_eq!(host.persists(), 0, "nothing recorded");
+
+    let host = Host::new();
+    let shared = host.restart();
+    generator(&shared, &host).next_id(shard(7)).unwrap();
+    let shared = host.restart();
+    let later = Generator::new(&shared, &host, EPOCH + 1000, LEAD);
+    assert_eq!(
+        later.release(shard(7)),
+        Err(Refused::EpochMovedLater {
+            recorded_epoch_unix_ms: EPOCH
+        })
+    );
+}
+
+#[test]
 fn a_fence_refuses_across_restarts_until_a_resume_lifts_it_durably() {
     // Guards against a refusal that lasted one run: 0.2.0 sealed a refused state file again at
     // shutdown, and the next start generated IDs equal to old ones.
-    for fence in [Fence::Stale, Fence::Unreadable, Fence::Upgraded] {
+    for fence in [
+        Fence::Stale,
+        Fence::Unreadable,
+        Fence::Upgraded,
+        Fence::Lost,
+    ] {
         let host = Host::with_disk(Header {
             fence: Some(fence),
             lease_end_unix_ms: T0 + 60_000,

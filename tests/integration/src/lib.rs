@@ -32,6 +32,8 @@ pub struct Cluster {
     bindir: PathBuf,
     env: Vec<(String, String)>,
     running: bool,
+    /// Crash restarts in the log that a test has already waited for.
+    crash_restarts_seen: AtomicUsize,
 }
 
 /// A new empty directory under /tmp, owned by the user the servers run as.
@@ -57,6 +59,7 @@ impl Cluster {
             bindir: bindir(),
             env: Vec::new(),
             running: false,
+            crash_restarts_seen: AtomicUsize::new(0),
         }
     }
 
@@ -256,19 +259,46 @@ impl Cluster {
         if self.running {
             Ok(())
         } else {
-            self.stop("immediate");
+            let _ = self.try_stop("immediate");
             Err(format!("{}\n{}", text(&out), self.log()))
         }
     }
 
-    /// Stops the server: mode `fast`, `smart` or `immediate`.
+    /// Stops the server: mode `fast`, `smart` or `immediate`. Fails the test if the server is
+    /// still running afterwards (a stop that did not happen would let the next start fail, or
+    /// leave a server behind).
     pub fn stop(&mut self, mode: &str) {
-        let _ = self
+        if let Err(why) = self.try_stop(mode) {
+            panic!("{why}");
+        }
+    }
+
+    fn try_stop(&mut self, mode: &str) -> Result<(), String> {
+        let out = self
             .server_command("pg_ctl")
             .args(["stop", "-w", "-t", "60", "-m", mode, "-D"])
             .arg(self.pgdata())
-            .output();
+            .output()
+            .map_err(|e| format!("run pg_ctl stop: {e}"))?;
         self.running = false;
+        if out.status.success() || !self.pgdata().join("postmaster.pid").exists() {
+            return Ok(());
+        }
+        let status = self
+            .server_command("pg_ctl")
+            .args(["status", "-D"])
+            .arg(self.pgdata())
+            .output()
+            .map_err(|e| format!("run pg_ctl status: {e}"))?;
+        // pg_ctl status exits with 3 when no server runs in the directory.
+        if status.status.code() == Some(3) {
+            return Ok(());
+        }
+        self.running = true;
+        Err(format!(
+            "pg_ctl stop -m {mode} failed and the server still runs: {}",
+            text(&out)
+        ))
     }
 
     /// A new connection as the superuser `postgres`.
@@ -350,13 +380,18 @@ impl Cluster {
         self.dir.join("server.log")
     }
 
-    /// Waits until the log shows that the server finished a crash restart.
+    /// Waits until the log shows that the server finished a crash restart it had not finished
+    /// when this was last called: each crash a test causes is waited for on its own.
     pub fn wait_for_crash_restart(&self) {
+        const CRASH: &str = "all server processes terminated; reinitializing";
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let log = self.log();
-            if let Some(at) = log.find("all server processes terminated; reinitializing") {
-                if log[at..].contains("database system is ready to accept connections") {
+            let crashes = log.matches(CRASH).count();
+            if crashes > self.crash_restarts_seen.load(Ordering::Relaxed) {
+                let last = log.rfind(CRASH).unwrap_or(0);
+                if log[last..].contains("database system is ready to accept connections") {
+                    self.crash_restarts_seen.store(crashes, Ordering::Relaxed);
                     return;
                 }
             }
@@ -507,7 +542,15 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if self.running {
-            self.stop("immediate");
+            if let Err(why) = self.try_stop("immediate") {
+                // The last resort, so that no server outlives its test.
+                eprintln!("{why}; killing the postmaster");
+                if let Ok(pid) = fs::read_to_string(self.pgdata().join("postmaster.pid")) {
+                    if let Some(pid) = pid.lines().next() {
+                        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+                    }
+                }
+            }
         }
         if std::thread::panicking() {
             let log = self.log();

@@ -11,11 +11,13 @@
 //!   [`next_id`], behind a `#[pg_guard]` function, which checks everything again and raises the
 //!   errors with their SQLSTATEs.
 
-use crate::host::PgHost;
-use crate::{counters, errors, gucs, shmem};
+use crate::errors;
+use crate::server::pg_host::PgHost;
+use crate::server::{counters, settings, shared_memory};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
+use snowid_core::durable::Unavailable;
 use snowid_core::generator::{FastIssue, Generator, Refused, Shared};
 use snowid_core::host::Clock;
 use snowid_core::layout::{self, Shard};
@@ -126,7 +128,7 @@ pub unsafe extern "C-unwind" fn snowid_next_float8(
 pub unsafe extern "C-unwind" fn snowid_next_own(
     _fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
-    let fast = gucs::own_shard_picked().and_then(fast_issue);
+    let fast = settings::own_shard_picked().and_then(fast_issue);
     pg_sys::Datum::from(fast.unwrap_or_else(|| next_own_id_guarded()))
 }
 
@@ -147,15 +149,15 @@ fn fast_or_slow(shard: i64) -> i64 {
 #[inline(always)]
 fn fast_issue(shard: Shard) -> Option<i64> {
     // SAFETY: a plain read of a backend-local flag.
-    if unsafe { pg_sys::XactReadOnly } || !gucs::owns(shard) {
+    if unsafe { pg_sys::XactReadOnly } || !settings::owns(shard) {
         return None;
     }
-    let state = shmem::state()?;
+    let state = shared_memory::state()?;
     let issued = state.try_issue(
         shard,
         SystemClock.monotonic_ms(),
-        gucs::epoch_unix_ms_preloaded(),
-        gucs::max_lead_ms(),
+        settings::epoch_unix_ms_preloaded(),
+        settings::max_lead_ms(),
     );
     match issued {
         FastIssue::Issued(id) => {
@@ -188,7 +190,7 @@ extern "C-unwind" fn next_own_id_guarded() -> i64 {
 #[pg_guard]
 #[inline(never)]
 extern "C-unwind" fn renew_ahead_guarded(id: i64) {
-    if let Some(state) = shmem::state() {
+    if let Some(state) = shared_memory::state() {
         generator(state).renew_ahead(id);
     }
 }
@@ -200,15 +202,15 @@ pub fn next_id(shard: i64) -> i64 {
         errors::shard_out_of_range(shard)
     };
     let state = generating_state("snowid_next()");
-    if !gucs::owns(shard) {
-        errors::shard_not_owned(shard.get(), &gucs::shards_text());
+    if !settings::owns(shard) {
+        errors::shard_not_owned(shard.get(), &settings::shards_text());
     }
     match generator(state).next_id(shard) {
         Ok(id) => {
             counters::count(shard);
             id
         }
-        Err(refused) => raise(refused, shard),
+        Err(refused) => raise_refusal(refused, shard),
     }
 }
 
@@ -216,8 +218,8 @@ pub fn next_id(shard: i64) -> i64 {
 fn next_own_id() -> i64 {
     let state = generating_state("snowid_next()");
     let backend = backend_number();
-    let Some(mut shard) = gucs::own_shard(backend) else {
-        errors::no_shard_owned(&gucs::shards_text())
+    let Some(mut shard) = settings::own_shard(backend) else {
+        errors::no_shard_owned(&settings::shards_text())
     };
     let mut skipped = 0;
     loop {
@@ -226,29 +228,34 @@ fn next_own_id() -> i64 {
                 counters::count(shard);
                 return id;
             }
-            Err(Refused::Released) if skipped < gucs::owned_count() => {
+            Err(Refused::Released) if skipped < settings::owned_count() => {
                 skipped += 1;
-                let Some(next) = gucs::pick_own_shard(backend, skipped) else {
+                let Some(next) = settings::pick_own_shard(backend, skipped) else {
                     break;
                 };
                 shard = next;
             }
             Err(Refused::Released) => break,
-            Err(refused) => raise(refused, shard),
+            Err(refused) => raise_refusal(refused, shard),
         }
     }
-    errors::no_shard_owned(&gucs::shards_text())
+    errors::no_shard_owned(&settings::shards_text())
 }
 
 /// The protocol for this backend's call, with the server's settings.
 pub fn generator(state: &Shared) -> Generator<'_, PgHost> {
-    Generator::new(state, &PgHost, gucs::epoch_unix_ms(), gucs::max_lead_ms())
+    Generator::new(
+        state,
+        &PgHost,
+        settings::epoch_unix_ms(),
+        settings::max_lead_ms(),
+    )
 }
 
 /// The shared state, if this server may change or generate now: preloaded, not in recovery, and
 /// in a read-write transaction. `what` names the caller in errors.
 pub fn generating_state(what: &str) -> &'static Shared {
-    let Some(state) = shmem::state() else {
+    let Some(state) = shared_memory::state() else {
         errors::not_preloaded(what)
     };
     // SAFETY: plain calls and reads of backend state.
@@ -289,8 +296,8 @@ fn backend_number() -> usize {
 /// Raises the error for a refusal.
 #[cold]
 #[track_caller]
-pub fn raise(refused: Refused<crate::host::Unavailable>, shard: Shard) -> ! {
-    let epoch_ms = gucs::epoch_unix_ms();
+pub fn raise_refusal(refused: Refused<Unavailable>, shard: Shard) -> ! {
+    let epoch_ms = settings::epoch_unix_ms();
     match refused {
         Refused::Exhausted => errors::exhausted(epoch_ms),
         Refused::ClockBeforeEpoch { base_unix_ms } => {

@@ -5,7 +5,9 @@
 //! differ between servers and restarts, so those are STABLE: usable in index conditions, never
 //! in an index expression.
 
-use crate::{errors, gucs, text_key};
+use super::text_key;
+use crate::errors;
+use crate::server::settings;
 use pgrx::prelude::*;
 use snowid_core::layout::{self, MAX_MS};
 use snowid_core::{epoch, shard_hash};
@@ -23,7 +25,7 @@ pub fn timestamptz(unix_ms: i64) -> Option<TimestampWithTimeZone> {
 /// When an ID was issued, to the millisecond, under the server's `snowid.epoch`.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowid_timestamp(id: i64) -> TimestampWithTimeZone {
-    timestamp_under(id, gucs::epoch_unix_ms())
+    timestamp_under(id, settings::epoch_unix_ms())
 }
 
 /// When an ID was issued, under an explicit epoch. IMMUTABLE, unlike the one-argument form,
@@ -71,7 +73,7 @@ fn snowid_from_timestamp(
 /// is none.
 #[track_caller]
 pub fn id_at(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
-    let epoch_ms = gucs::epoch_unix_ms();
+    let epoch_ms = settings::epoch_unix_ms();
     if !ts.is_finite() {
         errors::timestamp_out_of_range(
             if ts.is_infinity() {

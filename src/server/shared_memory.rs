@@ -7,10 +7,11 @@
 //!   line, so that shards never contend through false sharing and the read-mostly lines (time
 //!   base, lease) are written only by the slow path.
 //! - The postmaster zeroes the segment in the shared-memory startup hook, before any backend
-//!   exists, and starts the time base at the wall clock. Nothing is read from disk there but a
-//!   state file of snowid 0.1.0 or 0.2.0, if one is still there ([`LegacyImport`]). After a
+//!   exists, and starts the time base at the wall clock. Nothing is read from disk there but an
+//!   old version's file, if one is still there, judged by [`startup::judge_old_files`]. After a
 //!   backend crash the postmaster builds a fresh segment the same way.
-//! - The durable state lives in pages of the buffer manager (see [`crate::storage`]), not here.
+//! - The durable state lives in pages of the buffer manager (see [`crate::server::state`]), not
+//!   here.
 //!   The first caller that needs it after a (re)start, once recovery has ended, loads it into
 //!   the segment while holding the writer's claim; until then the lease end is 0 and every caller
 //!   takes the slow path, which waits for the loader.
@@ -30,75 +31,22 @@
 //!   exits without unwinding (FATAL) gives the claim back in a `before_shmem_exit` callback.
 //! - How many IDs a shard issued is counted by each process in its own memory, off the hot
 //!   path's shared lines, and added to the shard's cell when its transaction ends (see
-//!   [`crate::counters`]).
+//!   [`crate::server::counters`]).
 //! - Every backend and parallel worker inherits the segment's address from the postmaster.
 
-use crate::gucs;
+use crate::server::settings;
+use crate::server::state::startup::{self, OldFile};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::{sample_patiently, SystemClock};
-use snowid_core::durable::Header;
 use snowid_core::generator::Shared;
-use snowid_core::legacy::{self, LastStop, Record};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
 
 /// Everything snowid keeps in shared memory.
 #[repr(C)]
 struct Segment {
     shared: Shared,
-    legacy: LegacyImport,
-}
-
-/// The state an old version's file (and its WAL records, replayed here) says the new durable
-/// state should start from, decided when the server starts. Written by the postmaster before any
-/// backend exists and by the startup process during recovery; read by the loader afterwards.
-#[repr(C)]
-pub struct LegacyImport {
-    /// 0: nothing to import; 1: import; 2: import, fenced as stale; 3: fenced as unreadable.
-    kind: AtomicU8,
-    epoch_unix_ms: AtomicI64,
-    base_unix_ms: AtomicI64,
-    lease_end_unix_ms: AtomicI64,
-}
-
-const NOTHING: u8 = 0;
-
-impl LegacyImport {
-    fn set(&self, header: Option<Header>) {
-        let Some(h) = header else {
-            return self.kind.store(NOTHING, Relaxed);
-        };
-        self.epoch_unix_ms.store(h.epoch_unix_ms, Relaxed);
-        self.base_unix_ms.store(h.base_unix_ms, Relaxed);
-        self.lease_end_unix_ms.store(h.lease_end_unix_ms, Relaxed);
-        self.kind
-            .store(1 + h.fence.map_or(0, |f| f.code()), Relaxed);
-    }
-
-    /// The header to create the durable state from, if an old version left one.
-    pub fn header(&self) -> Option<Header> {
-        let kind = self.kind.load(Relaxed);
-        (kind != NOTHING).then(|| Header {
-            epoch_unix_ms: self.epoch_unix_ms.load(Relaxed),
-            base_unix_ms: self.base_unix_ms.load(Relaxed),
-            lease_end_unix_ms: self.lease_end_unix_ms.load(Relaxed),
-            fence: snowid_core::durable::Fence::from_code(kind - 1),
-            released: snowid_core::shard_set::ShardSet::empty(),
-        })
-    }
-
-    /// Raises the import to cover an old version's WAL record, replayed here.
-    pub fn raise(&self, record: &Record) {
-        if self.kind.load(Relaxed) == NOTHING {
-            self.set(Some(record.header()));
-            return;
-        }
-        self.epoch_unix_ms.fetch_min(record.epoch_unix_ms, Relaxed);
-        self.base_unix_ms.fetch_max(record.base_unix_ms, Relaxed);
-        self.lease_end_unix_ms
-            .fetch_max(record.lease_end_unix_ms, Relaxed);
-    }
+    old_file: OldFile,
 }
 
 /// The segment, for every process the postmaster forks (null until the startup hook has run).
@@ -153,7 +101,7 @@ unsafe extern "C-unwind" fn start_segment() {
             // All zero is a valid segment: nothing loaded, nothing to import.
             std::ptr::write_bytes(segment, 0, 1);
             (*segment).shared.restart(sample_patiently(&SystemClock));
-            (*segment).legacy.set(legacy_import());
+            startup::judge_old_files(&(*segment).old_file, settings::epoch_unix_ms());
         }
         SEGMENT.store(segment, Relaxed);
     }
@@ -170,72 +118,6 @@ pub fn preloaded() -> bool {
 pub fn state() -> Option<&'static Shared> {
     // SAFETY: the pointer is null or points to the segment, which lives as long as the process.
     unsafe { SEGMENT.load(Relaxed).as_ref() }.map(|s| &s.shared)
-}
-
-/// What an old version's state says the new durable state should start from.
-pub fn legacy() -> Option<&'static LegacyImport> {
-    // SAFETY: as in `state`.
-    unsafe { SEGMENT.load(Relaxed).as_ref() }.map(|s| &s.legacy)
-}
-
-/// Judges an old version's state file, if one is left, as 0.2.0 would have at this start. Runs
-/// in the postmaster; says in the log what it found.
-fn legacy_import() -> Option<Header> {
-    let found = legacy::read(Path::new("."));
-    if matches!(found, Ok(None)) {
-        return None;
-    }
-    if crate::storage::exists_on_disk() {
-        log!(
-            "snowid ignores \"{}\": its state lives in \"global/{}\"",
-            legacy::FILE_NAME,
-            crate::storage::RELATION_NUMBER
-        );
-        return None;
-    }
-    let header = legacy::import(found.clone(), last_stop(), gucs::epoch_unix_ms())?;
-    match (&found, header.fence) {
-        (Err(reason), _) => log!(
-            "snowid found \"{}\" of an earlier version, unreadable ({reason}): its state will be created fenced",
-            legacy::FILE_NAME
-        ),
-        (_, Some(fence)) => log!(
-            "snowid found \"{}\" of an earlier version: its state will be created fenced, as {}",
-            legacy::FILE_NAME,
-            fence.describe()
-        ),
-        _ => log!(
-            "snowid found \"{}\" of an earlier version: its state will be created from it",
-            legacy::FILE_NAME
-        ),
-    }
-    Some(header)
-}
-
-/// How the server last stopped, from `global/pg_control`. A file that cannot be read counts as
-/// an unclean stop, after which WAL replay restores what the old state file lacks.
-fn last_stop() -> LastStop {
-    let unclean = LastStop {
-        clean: false,
-        checkpoint_lsn: 0,
-    };
-    let Ok(bytes) = std::fs::read("global/pg_control") else {
-        return unclean;
-    };
-    if bytes.len() < size_of::<pg_sys::ControlFileData>() {
-        return unclean;
-    }
-    // SAFETY: the file holds a ControlFileData at its start (PostgreSQL checked its CRC when it
-    // started); every field is plain data, and the read copes with any alignment.
-    let control =
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<pg_sys::ControlFileData>()) };
-    LastStop {
-        clean: matches!(
-            control.state,
-            pg_sys::DBState::DB_SHUTDOWNED | pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY
-        ),
-        checkpoint_lsn: control.checkPoint,
-    }
 }
 
 /// This process's number as holder of the writer's claim: its PID, registering (once) the

@@ -1,36 +1,34 @@
 //! Where the durable state lives: a small relation of its own, kept by PostgreSQL's buffer
 //! manager and changed only through the WAL, like an index's metapage.
 //!
-//! The relation is `global/9128` in the data directory, [`BLOCKS`] pages: block 0 holds the
-//! state's header (lease, time-base floor, earliest epoch, fence, released shards), the others
-//! the released shards' last IDs (see `snowid_core::durable`). It belongs to no database and to
-//! no catalog; 9128 lies in the range of OIDs PostgreSQL keeps for development (8000 to 9999),
-//! which no released version assigns, and PostgreSQL never creates a relation file over an
-//! existing one.
+//! The relation is `global/9128` in the data directory ([`RELATION_NUMBER`]), [`BLOCKS`] pages:
+//! block 0 holds the state's header (lease, time-base floor, earliest epoch, fence, released
+//! shards), the others the released shards' last IDs (see `snowid_core::durable`). It belongs to
+//! no database and to no catalog, and PostgreSQL never creates a relation file over an existing
+//! one.
 //!
-//! Each change is one WAL record that names the pages it changes ([`write`]), with the buffer
-//! locked exclusively while the record is inserted, as for any page:
-//! - standbys, crash recovery and restores replay it into the same pages ([`crate::wal`]);
-//! - checkpoints and restartpoints write the pages to disk, durably, before they complete,
+//! - [`create`] writes every page whole, in one WAL record of full-page images (PostgreSQL's own
+//!   kind, so that it replays on any server, with snowid preloaded or not);
+//! - [`write`] makes one change: one record of snowid's resource manager that names the pages it
+//!   changes, inserted with the buffers locked exclusively, as for any page;
+//! - standbys, crash recovery and restores replay both into the same pages
+//!   ([`super::wal_records`]); checkpoints and restartpoints write the pages to disk, durably,
 //!   with full-page images in the WAL protecting them from torn writes and data checksums from
 //!   rot, and no write of snowid's own at replay or at exit;
 //! - base backups copy the file; `pg_rewind` follows the records' page references; `pg_upgrade`
-//!   leaves it behind, and the new cluster fences itself ([`mark_upgraded`]).
+//!   leaves it behind, and the new cluster finds its state lost (see [`super::startup`]).
 //!
-//! Before the change is used, its record is flushed, and waited for on the synchronous standbys
-//! ([`make_durable`]).
+//! Before a change is used, its record is made durable ([`super::durability`]).
 
-use crate::wal::log_change;
+use super::wal_records::log_change;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{
     last_ids_from_bytes, last_ids_to_bytes, shards_of_block, Change, Damage, DurableState, Header,
-    BLOCKS, HEADER_LEN, LAST_IDS_LEN,
+    BLOCKS, HEADER_LEN, LAST_IDS_LEN, RELATION_NUMBER,
 };
+use snowid_core::startup::Found;
 use std::ffi::c_int;
-
-/// The relation's file name in the `global` directory, and its relation number.
-pub const RELATION_NUMBER: u32 = 9128;
 /// The size of PostgreSQL's page header: the contents start after it.
 const PAGE_HEADER: usize = 24;
 const BLOCK_SIZE: usize = pg_sys::BLCKSZ as usize;
@@ -156,14 +154,6 @@ impl Drop for Page {
     }
 }
 
-/// What [`read`] found.
-pub enum Found {
-    /// The relation was never created (or its creation never became durable).
-    Missing,
-    State(Box<DurableState>),
-    Damaged(Damage),
-}
-
 /// Whether the relation holds all its pages.
 pub fn exists() -> bool {
     let smgr = smgr();
@@ -240,8 +230,9 @@ struct ZeroPage([u8; BLOCK_SIZE]);
 static ZERO_PAGE: ZeroPage = ZeroPage([0; BLOCK_SIZE]);
 
 /// Creates the state, or re-creates it over damaged pages: the relation's file and all its
-/// pages, with `header` in block 0 and no last IDs, in one WAL record carrying every page whole.
-/// Returns the record's location (see [`make_durable`]).
+/// pages, with `header` in block 0 and no last IDs, in one WAL record of full-page images, which
+/// any server replays, snowid preloaded or not. Returns the record's location (see
+/// [`super::durability::make_durable`]).
 pub fn create(header: &Header) -> pg_sys::XLogRecPtr {
     let smgr = smgr();
     // SAFETY: plain storage-manager calls on the relation's handle; extending writes zeroed
@@ -261,7 +252,6 @@ pub fn create(header: &Header) -> pg_sys::XLogRecPtr {
                 false,
             );
         }
-        pg_sys::XLogEnsureRecordSpace(BLOCKS as c_int - 1, 0);
     }
     let pages: Vec<Page> = (0..BLOCKS)
         .map(|b| {
@@ -278,20 +268,31 @@ pub fn create(header: &Header) -> pg_sys::XLogRecPtr {
             b => last_ids_to_bytes(&vec![0; shards_of_block(b).len()]).to_vec(),
         })
         .collect();
-    let change = Change::Init(Box::new(header.clone()));
-    let data = change.to_bytes();
-    let buffers: Vec<pg_sys::Buffer> = pages.iter().map(|p| p.0).collect();
-    let flags = (pg_sys::REGBUF_FORCE_IMAGE | pg_sys::REGBUF_STANDARD) as u8;
+    let mut blocks: Vec<pg_sys::BlockNumber> = (0..BLOCKS).collect();
+    let mut images: Vec<_> = pages.iter().map(|p| p.header().cast()).collect();
+    let mut relation = locator();
+    // SAFETY: outside the critical section, as PostgreSQL requires: log_newpages then finds the
+    // room it needs already allocated.
+    unsafe { pg_sys::XLogEnsureRecordSpace(pg_sys::XLR_MAX_BLOCK_ID as c_int - 1, 0) };
     in_critical_section(|| {
         for (page, bytes) in pages.iter().zip(&contents) {
             page.format(bytes);
             page.mark_dirty();
         }
-        let lsn = log_change(change.kind(), &data, &buffers, flags);
-        for page in &pages {
-            page.set_lsn(lsn);
+        // SAFETY: every page is pinned, locked exclusively and formatted; log_newpages writes
+        // them all as images in one record (BLOCKS is far below its limit of blocks per record)
+        // and sets each page's LSN to it.
+        unsafe {
+            pg_sys::log_newpages(
+                &mut relation,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                BLOCKS as c_int,
+                blocks.as_mut_ptr(),
+                images.as_mut_ptr(),
+                true,
+            );
+            pg_sys::XactLastRecEnd
         }
-        lsn
     })
 }
 
@@ -389,126 +390,4 @@ fn in_critical_section<T>(work: impl FnOnce() -> T) -> T {
     // SAFETY: as above.
     unsafe { pg_sys::CritSectionCount -= 1 };
     result
-}
-
-/// A change's record is not on the synchronous standbys: the wait for them was cancelled.
-#[derive(Debug)]
-pub struct NotReplicated;
-
-/// Makes a record durable before anything depending on it is used: flushes the WAL up to it,
-/// then, if synchronous standbys are configured, waits until they have flushed it too, as a
-/// commit under `synchronous_commit = on` would, whatever this session's `synchronous_commit`
-/// says: the record covers IDs for every session, not just this one. The wait ends early on a
-/// cancel or a termination, as a commit's does; then the change is not replicated, and must not
-/// be used.
-pub fn make_durable(lsn: pg_sys::XLogRecPtr) -> Result<(), NotReplicated> {
-    // SAFETY: XLogFlush on a location this process inserted.
-    unsafe { pg_sys::XLogFlush(lsn) };
-    if !sync_standbys_configured() {
-        return Ok(());
-    }
-    {
-        let _settings = StrictestSyncRep::set();
-        // SAFETY: called as a commit calls it, with interrupts held off (it checks for cancels
-        // itself) and this session's settings raised to a flush on the standbys.
-        unsafe {
-            pg_sys::InterruptHoldoffCount += 1;
-            pg_sys::SyncRepWaitForLSN(lsn, false);
-            pg_sys::InterruptHoldoffCount -= 1;
-        }
-    }
-    // SAFETY: the shared array of what synchronous standbys have confirmed, which only grows.
-    let flushed = unsafe { (*pg_sys::WalSndCtl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize] };
-    if flushed >= lsn || !sync_standbys_configured() {
-        Ok(())
-    } else {
-        Err(NotReplicated)
-    }
-}
-
-/// `synchronous_commit = on` for one wait, if this session's setting is weaker, through the GUC
-/// machinery (as a function's `SET` clause does, so also in a parallel worker); the session's own
-/// setting is put back when this is dropped, or by the transaction's abort after an error.
-struct StrictestSyncRep(Option<c_int>);
-
-impl StrictestSyncRep {
-    fn set() -> StrictestSyncRep {
-        // SAFETY: a plain read of this session's setting, then the standard calls to set a
-        // setting for a nesting level of its own.
-        unsafe {
-            if pg_sys::synchronous_commit
-                >= pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as c_int
-            {
-                return StrictestSyncRep(None);
-            }
-            let level = pg_sys::NewGUCNestLevel();
-            pg_sys::set_config_option(
-                c"synchronous_commit".as_ptr(),
-                c"on".as_ptr(),
-                pg_sys::GucContext::PGC_USERSET,
-                pg_sys::GucSource::PGC_S_SESSION,
-                pg_sys::GucAction::GUC_ACTION_SAVE,
-                true,
-                0,
-                false,
-            );
-            StrictestSyncRep(Some(level))
-        }
-    }
-}
-
-impl Drop for StrictestSyncRep {
-    fn drop(&mut self) {
-        if let Some(level) = self.0 {
-            // SAFETY: pops the nesting level `set` pushed.
-            unsafe { pg_sys::AtEOXact_GUC(true, level) };
-        }
-    }
-}
-
-/// Whether this server is to wait for synchronous standbys: it sends WAL, and
-/// `synchronous_standby_names` names some.
-fn sync_standbys_configured() -> bool {
-    // SAFETY: plain reads of settings; the names are a NUL-terminated string or null.
-    unsafe {
-        pg_sys::max_wal_senders > 0
-            && !pg_sys::SyncRepStandbyNames.is_null()
-            && *pg_sys::SyncRepStandbyNames != 0
-    }
-}
-
-/// The file a cluster in binary-upgrade mode leaves, so that its first normal start fences
-/// generation: `pg_upgrade` does not carry snowid's state over, and the new cluster would
-/// otherwise start below the old cluster's IDs.
-pub const UPGRADED_MARK: &str = "snowid.upgraded";
-
-/// Leaves [`UPGRADED_MARK`] in the data directory, durably. Called by `_PG_init` in any process
-/// of a server in binary-upgrade mode: `pg_upgrade` loads snowid there to check and restore the
-/// schema, whether or not it is preloaded.
-pub fn mark_upgraded() {
-    use std::io::Write;
-    let written = std::fs::File::create(UPGRADED_MARK).and_then(|mut f| {
-        f.write_all(b"snowid: this cluster was made by pg_upgrade; generation is fenced until snowid_resume_above\n")?;
-        f.sync_all()?;
-        std::fs::File::open(".")?.sync_all()
-    });
-    if let Err(e) = written {
-        warning!("snowid could not leave \"{UPGRADED_MARK}\" in the new cluster: {e}");
-    }
-}
-
-/// Whether [`UPGRADED_MARK`] is there.
-pub fn marked_upgraded() -> bool {
-    std::path::Path::new(UPGRADED_MARK).exists()
-}
-
-/// Removes the mark (and an old version's state file) once the state holds what they said.
-pub fn remove_marks() {
-    for file in [UPGRADED_MARK, snowid_core::legacy::FILE_NAME] {
-        match std::fs::remove_file(file) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => log!("snowid could not remove \"{file}\": {e}"),
-        }
-    }
 }

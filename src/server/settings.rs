@@ -65,7 +65,7 @@ pub fn init() {
     // text first and refuse to start.
     let epoch_ms = match configured_text(EPOCH_NAME) {
         None => epoch::DEFAULT_EPOCH_UNIX_MS,
-        Some(text) => epoch::validate(&text, SystemClock.wall_ms()).unwrap_or_else(|e| {
+        Some(text) => epoch::parse(&text).unwrap_or_else(|e| {
             errors::invalid_setting_at_startup(
                 "snowid.epoch",
                 &text,
@@ -75,6 +75,14 @@ pub fn init() {
             )
         }),
     };
+    // A server whose clock is behind at boot still starts (only generation depends on the
+    // epoch): generation refuses, with the reason, until the clock passes it.
+    if epoch_ms > SystemClock.wall_ms() {
+        warning!(
+            "snowid.epoch {} is later than the system clock: snowid_next refuses until the clock passes it",
+            epoch::format(epoch_ms)
+        );
+    }
     if let Some(text) = configured_text(SHARDS_NAME) {
         if let Err(e) = ShardSet::parse(&text) {
             errors::invalid_setting_at_startup(
@@ -308,7 +316,8 @@ fn configured_text(name: &CStr) -> Option<String> {
     }
 }
 
-/// Rejects a malformed or future epoch in `ALTER SYSTEM` and configuration reloads.
+/// Rejects a malformed epoch in `ALTER SYSTEM` and configuration reloads. (An epoch later than
+/// the clock is accepted: generation refuses until the clock passes it.)
 #[pg_guard]
 unsafe extern "C-unwind" fn check_epoch(
     newval: *mut *mut c_char,
@@ -318,9 +327,7 @@ unsafe extern "C-unwind" fn check_epoch(
     // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
     unsafe {
         check_text(newval, |text| {
-            epoch::validate(text, SystemClock.wall_ms())
-                .map(drop)
-                .map_err(|e| e.to_string())
+            epoch::parse(text).map(drop).map_err(|e| e.to_string())
         })
     }
 }

@@ -1,22 +1,23 @@
 //! snowid's records in the WAL: a custom WAL resource manager.
 //!
 //! Every change of the durable state (see `snowid_core::durable`) is one record, inserted with
-//! the pages it changes ([`crate::storage`]): the state's creation (`INIT`, every page whole), a
-//! lease (`LEASE`), a shard handed off (`RELEASE`), a resume above known IDs (`RESUME`).
+//! the pages it changes ([`super::pages`]): a lease (`LEASE`), a shard handed off (`RELEASE`), a
+//! resume above known IDs (`RESUME`). The state's creation is a record of full-page images, of
+//! PostgreSQL's own kind; snowid 0.3.0 wrote it as `INIT`, which this version still replays.
 //! Replaying one, on a standby, in crash recovery or in a restore, changes the same pages the
 //! same way; the pages then reach disk at the next restartpoint or checkpoint, like any others.
 //! Replay writes no file and touches no shared memory of snowid's: whoever generates next, once
 //! recovery is over, loads the state from the pages.
 //!
 //! snowid 0.2.0 wrote leases as records of their own (info 0x00), with no page. A server of
-//! this version replays them (standbys are upgraded before their primary) into the import that
-//! creates its state later ([`crate::shmem::LegacyImport`]) and into the old state file, durably,
-//! as 0.2.0 did, so that a restartpoint passing them loses nothing.
+//! this version replays them (standbys are upgraded before their primary) into what the old file
+//! says the state should start from ([`super::startup::cover_old_record`]) and into that file,
+//! durably, as 0.2.0 did, so that a restartpoint passing them loses nothing.
 //!
 //! A server that replays these records must load snowid through `shared_preload_libraries`
 //! too: PostgreSQL stops recovery at the first record of a resource manager it does not know.
 
-use crate::{shmem, storage};
+use super::{pages, startup};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{Change, Kind};
@@ -116,7 +117,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let (info, data) = unsafe { contents(record) };
     match decode(info, data) {
         // SAFETY: as above.
-        Ok(Decoded::Change(change)) => unsafe { storage::replay(record, &change) },
+        Ok(Decoded::Change(change)) => unsafe { pages::replay(record, &change) },
         Ok(Decoded::LeaseV1(lease)) => replay_lease_v1(&lease),
         Err(why) => ereport!(
             PgLogLevel::ERROR,
@@ -128,9 +129,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 
 /// A 0.2.0 lease: into the import to come and the old file, durably.
 fn replay_lease_v1(lease: &Record) {
-    if let Some(import) = shmem::legacy() {
-        import.raise(lease);
-    }
+    startup::cover_old_record(lease);
     // SAFETY: plain reads of PostgreSQL's fsync setting and the data directory's mode.
     let (fsync, mode) = unsafe { (pg_sys::enableFsync, pg_sys::data_directory_mode as u32) };
     if let Err(e) = legacy::absorb(Path::new("."), lease, fsync, mode & 0o666) {

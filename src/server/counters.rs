@@ -7,7 +7,7 @@
 //! statement still running has not added its counts yet; the session running it sees them
 //! (see [`unflushed`]).
 
-use crate::shmem;
+use crate::server::shared_memory;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::layout::{Shard, SHARD_COUNT};
@@ -54,7 +54,7 @@ pub fn unflushed(shard: usize) -> u64 {
 
 /// Adds this process's counts to the shards' cells, and starts counting afresh.
 fn flush() {
-    let Some(shared) = shmem::state() else {
+    let Some(shared) = shared_memory::state() else {
         return;
     };
     // SAFETY: see `Local`.

@@ -18,7 +18,7 @@
 //! It reads the catalogs through SPI with every table, function and operator schema-qualified,
 //! so a hostile `search_path` cannot redirect it.
 
-use crate::decode::id_at;
+use super::decode::id_at;
 use crate::errors;
 use pgrx::datum::Interval;
 use pgrx::prelude::*;

@@ -1,11 +1,13 @@
 //! The issuing protocol's host inside PostgreSQL: the machine's clocks, the durable state in its
 //! pages and the WAL, latch waits, and the server log.
 
-use crate::{shmem, storage};
+use crate::server::shared_memory;
+use crate::server::state::durability::make_durable;
+use crate::server::state::{pages, startup};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
-use snowid_core::durable::{Change, Damage, DurableState, Fence, Header};
+use snowid_core::durable::{Change, DurableState, Unavailable};
 use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 
 /// The host for calls in this backend. It has no state; the protocol is generic over it, so
@@ -24,70 +26,23 @@ impl Clock for PgHost {
     }
 }
 
-/// Why the durable state could not be read or changed.
-#[derive(Debug)]
-pub enum Unavailable {
-    /// Its pages are damaged (found so while changing them).
-    Damaged(Damage),
-    /// The change's record is durable here, but the wait for the synchronous standbys to confirm
-    /// it was cancelled, so nothing that depends on it may be used.
-    NotReplicated,
-}
-
 impl DurableStore for PgHost {
     type Error = Unavailable;
 
     fn claimer(&self) -> u32 {
-        shmem::claimer()
+        shared_memory::claimer()
     }
 
-    /// The state from its pages. The first time (a new cluster, one carried over from snowid
-    /// 0.2.0, one made by `pg_upgrade`) or over damaged pages, it is created first: fenced,
-    /// if the cluster was upgraded, the old state file said so, or the pages were damaged.
+    /// The state from its pages, as the start-up decision makes it ([`startup::load`]).
     fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, Unavailable> {
-        let upgraded = storage::marked_upgraded();
-        let header = match storage::read() {
-            storage::Found::State(state) if !upgraded => return Ok(*state),
-            storage::Found::State(state) => Header {
-                fence: Some(Fence::Upgraded),
-                ..state.header
-            },
-            storage::Found::Missing if upgraded => Header {
-                fence: Some(Fence::Upgraded),
-                ..Header::fresh(epoch_unix_ms)
-            },
-            storage::Found::Missing => shmem::legacy()
-                .and_then(|import| import.header())
-                .unwrap_or_else(|| Header::fresh(epoch_unix_ms)),
-            storage::Found::Damaged(damage) => {
-                warning!(
-                    "snowid's state in \"global/{}\" is damaged ({damage}): it is created again, fenced",
-                    storage::RELATION_NUMBER
-                );
-                Header {
-                    fence: Some(Fence::Unreadable),
-                    ..Header::fresh(epoch_unix_ms)
-                }
-            }
-        };
-        storage::make_durable(storage::create(&header)).map_err(|_| Unavailable::NotReplicated)?;
-        storage::remove_marks();
-        match header.fence {
-            None => log!("snowid created its state in \"global/{}\"", storage::RELATION_NUMBER),
-            Some(fence) => log!(
-                "snowid created its state in \"global/{}\" fenced: {}; no ID is issued until a superuser resumes above the IDs already issued",
-                storage::RELATION_NUMBER,
-                fence.describe()
-            ),
-        }
-        Ok(DurableState::new(header))
+        startup::load(epoch_unix_ms)
     }
 
     /// The change's WAL record with its pages, flushed, and confirmed by the synchronous
     /// standbys if there are any.
     fn persist(&self, change: &Change) -> Result<(), Unavailable> {
-        let lsn = storage::write(change).map_err(Unavailable::Damaged)?;
-        storage::make_durable(lsn).map_err(|_| Unavailable::NotReplicated)
+        let lsn = pages::write(change).map_err(Unavailable::Damaged)?;
+        make_durable(lsn).map_err(|_| Unavailable::NotReplicated)
     }
 }
 

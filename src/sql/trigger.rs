@@ -15,8 +15,9 @@
 //! data, and column names and keys are taken as bytes in the database's encoding, never
 //! required to be UTF-8.
 
-use crate::generate::next_id;
-use crate::{errors, text_key};
+use super::generate::next_id;
+use super::text_key;
+use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::shard_hash;

@@ -7,8 +7,10 @@
 //! - `snowid_resume_above_columns()` does that above the highest value of every column in the
 //!   current database that snowid fills: the one statement a fenced cluster needs.
 
-use crate::generate::{generating_state, generator, raise};
-use crate::{decode, errors, gucs};
+use super::decode;
+use super::generate::{generating_state, generator, raise_refusal};
+use crate::errors;
+use crate::server::settings;
 use pgrx::prelude::*;
 use snowid_core::layout::{self, Shard};
 
@@ -23,8 +25,8 @@ fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
     let shard = Shard::new(parts.shard).unwrap_or_else(|| errors::shard_out_of_range(parts.shard));
     let floor = generator(state)
         .resume_above(parts)
-        .unwrap_or_else(|refused| raise(refused, shard));
-    decode::timestamptz(floor).unwrap_or_else(|| errors::exhausted(gucs::epoch_unix_ms()))
+        .unwrap_or_else(|refused| raise_refusal(refused, shard));
+    decode::timestamptz(floor).unwrap_or_else(|| errors::exhausted(settings::epoch_unix_ms()))
 }
 
 /// Releases a shard on this server, for handing it to another: from the moment this is called no
@@ -38,7 +40,7 @@ fn snowid_release(shard: i32) -> i64 {
     let state = generating_state("snowid_release()");
     generator(state)
         .release(valid)
-        .unwrap_or_else(|refused| raise(refused, valid))
+        .unwrap_or_else(|refused| raise_refusal(refused, valid))
 }
 
 extension_sql!(

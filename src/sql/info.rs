@@ -1,11 +1,12 @@
 //! `snowid_info()` and `snowid_stats()`: the layout, the settings and the running state, for
 //! operators. Both read shared memory without locks; they are VOLATILE because the state moves.
 
-use crate::decode::timestamptz;
-use crate::{counters, errors, gucs, shmem, storage};
+use super::decode::timestamptz;
+use crate::errors;
+use crate::server::state::startup;
+use crate::server::{counters, settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
-use snowid_core::durable::Fence;
 use snowid_core::generator::Status;
 use snowid_core::host::Clock;
 use snowid_core::layout::{
@@ -37,16 +38,16 @@ fn snowid_info_v2() -> TableIterator<
         name!(lease_writes, Option<i64>),
     ),
 > {
-    let epoch_ms = gucs::epoch_unix_ms();
-    let state = shmem::state();
+    let epoch_ms = settings::epoch_unix_ms();
+    let state = shared_memory::state();
     let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
     let row = (
         timestamptz(epoch_ms),
         format!("{TIME_BITS}/{SHARD_BITS}/{SEQ_BITS}"),
         IDS_PER_MS as i32,
         timestamptz(epoch_ms + MAX_MS as i64 + 1),
-        gucs::shards_text(),
-        interval_ms(gucs::max_lead_ms() as i64),
+        settings::shards_text(),
+        interval_ms(settings::max_lead_ms() as i64),
         generating(),
         state.and_then(|s| timestamptz(s.time_base.read(mono_ms).0)),
         state.map(|s| interval_ms(s.time_base.wall_behind_ms())),
@@ -59,7 +60,7 @@ fn snowid_info_v2() -> TableIterator<
 
 /// Whether this server generates, or why not.
 pub(crate) fn generating() -> String {
-    let Some(state) = shmem::state() else {
+    let Some(state) = shared_memory::state() else {
         return "no: not loaded via shared_preload_libraries".to_string();
     };
     // SAFETY: a plain call.
@@ -67,18 +68,8 @@ pub(crate) fn generating() -> String {
         return "no: in recovery (a standby generates once promoted)".to_string();
     }
     let status = match state.lease.status() {
-        // Not loaded since the server started: what loading will find.
-        Status::NotLoaded => match storage::read() {
-            storage::Found::State(s) => match s.header.fence {
-                Some(fence) => Status::Fenced(fence),
-                None if !s.header.allows_epoch(gucs::epoch_unix_ms()) => Status::EpochMovedLater {
-                    recorded_epoch_unix_ms: s.header.epoch_unix_ms,
-                },
-                None => Status::Generating,
-            },
-            storage::Found::Missing => Status::Generating,
-            storage::Found::Damaged(_) => Status::Fenced(Fence::Unreadable),
-        },
+        // Not loaded since the server started: what loading will find, decided by the same code.
+        Status::NotLoaded => startup::outlook(settings::epoch_unix_ms()),
         status => status,
     };
     match status {
@@ -89,21 +80,23 @@ pub(crate) fn generating() -> String {
         Status::EpochMovedLater { .. } => {
             "no: snowid.epoch is later than the epoch of IDs already issued".to_string()
         }
-        Status::NotLoaded | Status::Generating => "yes".to_string(),
+        Status::NotLoaded | Status::Generating => {
+            let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
+            if state.time_base.read(mono_ms).0 < settings::epoch_unix_ms() {
+                "no: the system clock is before snowid.epoch".to_string()
+            } else {
+                "yes".to_string()
+            }
+        }
     }
 }
 
 /// The end of the lease: every ID issued so far is dated before it.
 pub(crate) fn high_water_mark() -> Option<TimestampWithTimeZone> {
-    let published = shmem::state()?.lease.end_ms();
+    let published = shared_memory::state()?.lease.end_ms();
     let end_unix_ms = match published {
-        0 => match storage::read() {
-            storage::Found::State(s) if s.header.lease_end_unix_ms > s.header.epoch_unix_ms => {
-                s.header.lease_end_unix_ms
-            }
-            _ => return None,
-        },
-        end_ms => gucs::epoch_unix_ms() + end_ms as i64,
+        0 => startup::recorded_lease_end()?,
+        end_ms => settings::epoch_unix_ms() + end_ms as i64,
     };
     timestamptz(end_unix_ms)
 }
@@ -124,10 +117,10 @@ fn snowid_stats_v2() -> TableIterator<
         name!(released, bool),
     ),
 > {
-    let Some(state) = shmem::state() else {
+    let Some(state) = shared_memory::state() else {
         errors::not_preloaded("snowid_stats()")
     };
-    let epoch_ms = gucs::epoch_unix_ms();
+    let epoch_ms = settings::epoch_unix_ms();
     let rows: Vec<_> = state
         .shards()
         .iter()

@@ -3,9 +3,10 @@
 //! `CREATE EXTENSION snowid VERSION '0.1.0'` can find every function its script names. No SQL is
 //! generated for them: only the 0.1.0 script refers to them.
 
-use crate::decode::timestamptz;
-use crate::info::{generating, high_water_mark, interval_ms};
-use crate::{errors, gucs, shmem};
+use super::decode::timestamptz;
+use super::info::{generating, high_water_mark, interval_ms};
+use crate::errors;
+use crate::server::{settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use snowid_core::host::Clock;
@@ -36,9 +37,9 @@ fn snowid_info() -> TableIterator<
         name!(lease_writes, Option<i64>),
     ),
 > {
-    let epoch_ms = gucs::epoch_unix_ms();
-    let state = shmem::state();
-    let shards = gucs::shards_text();
+    let epoch_ms = settings::epoch_unix_ms();
+    let state = shared_memory::state();
+    let shards = settings::shards_text();
     let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
     TableIterator::once((
         timestamptz(epoch_ms),
@@ -47,7 +48,7 @@ fn snowid_info() -> TableIterator<
         SEQ_BITS as i32,
         IDS_PER_MS as i64,
         timestamptz(epoch_ms + MAX_MS as i64 + 1),
-        state.map(|_| interval_ms(gucs::max_lead_ms() as i64)),
+        state.map(|_| interval_ms(settings::max_lead_ms() as i64)),
         shards.clone(),
         ShardSet::parse(&shards).map_or(0, |s| s.len() as i32),
         state.is_some(),
@@ -74,10 +75,10 @@ fn snowid_stats() -> TableIterator<
         name!(clock_steps_back, i64),
     ),
 > {
-    let Some(state) = shmem::state() else {
+    let Some(state) = shared_memory::state() else {
         errors::not_preloaded("snowid_stats()")
     };
-    let epoch_ms = gucs::epoch_unix_ms();
+    let epoch_ms = settings::epoch_unix_ms();
     let steps_back = state.time_base.steps_back() as i64;
     let rows: Vec<_> = state
         .shards()

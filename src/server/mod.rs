@@ -1,0 +1,14 @@
+//! What runs inside the server, beneath the SQL functions: the settings, the shared-memory
+//! segment, the per-process counts, the protocol's host, and the durable state.
+//!
+//! - [`settings`]: the `snowid.*` settings;
+//! - [`shared_memory`]: the segment, with its concurrency rules, and how it starts;
+//! - [`counters`]: IDs issued per shard, counted per process off the hot path;
+//! - [`pg_host`]: the issuing protocol's host (clocks, durable state, waits, log);
+//! - [`state`]: the durable state's pages, WAL records and start-up decision.
+
+pub mod counters;
+pub mod pg_host;
+pub mod settings;
+pub mod shared_memory;
+pub mod state;

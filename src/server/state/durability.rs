@@ -1,0 +1,88 @@
+//! When a change of the durable state may be used: once its WAL record is flushed here and, if
+//! synchronous standbys are configured, flushed on them too, as a commit under
+//! `synchronous_commit = on` would wait, whatever this session's `synchronous_commit` says: the
+//! record covers IDs for every session, not just this one.
+//!
+//! Whether standbys are configured is read from the state the walsenders and the checkpointer
+//! share (`WalSndCtl`), as PostgreSQL's own commit wait reads it, not from this backend's copy of
+//! `synchronous_standby_names`, which a backend that has not yet seen a reload would still hold.
+//! A server with no walsenders (single-user mode, `max_wal_senders = 0`) waits for no standby.
+//!
+//! The wait is snowid's own: it sleeps on the process latch and watches the position the
+//! synchronous standbys have confirmed. A cancel or `statement_timeout` ends it with snowid's
+//! error (57014, saying that nothing under the change was handed out), not with PostgreSQL's
+//! warning for a cancelled commit, which would say that a transaction committed; a termination
+//! or the postmaster's death ends it as anywhere else.
+
+use pgrx::pg_sys;
+use std::ffi::c_long;
+
+/// A change's record is not on the synchronous standbys: the wait for them was cancelled.
+#[derive(Debug)]
+pub struct NotReplicated;
+
+/// Makes a record durable before anything depending on it is used: flushes the WAL up to it,
+/// then, if synchronous standbys are configured, waits until they have flushed it too. A cancel
+/// ends the wait with [`NotReplicated`]; then the change must not be used.
+pub fn make_durable(lsn: pg_sys::XLogRecPtr) -> Result<(), NotReplicated> {
+    // SAFETY: XLogFlush on a location this process inserted.
+    unsafe { pg_sys::XLogFlush(lsn) };
+    while sync_standbys_configured() {
+        if confirmed_flush() >= lsn {
+            return Ok(());
+        }
+        // SAFETY: plain reads and writes of this process's interrupt flags, as PostgreSQL's
+        // commit wait does: the cancel is taken here, so no later statement sees it.
+        unsafe {
+            if pg_sys::ProcDiePending != 0 {
+                pg_sys::check_for_interrupts!();
+            }
+            if pg_sys::QueryCancelPending != 0 {
+                pg_sys::QueryCancelPending = 0;
+                return Err(NotReplicated);
+            }
+        }
+        // SAFETY: MyLatch is set up for every backend before it runs SQL; the walsenders do
+        // not set it for this wait, so it is also bounded by a short timeout.
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                1 as c_long,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+    }
+    Ok(())
+}
+
+/// The position every synchronous standby the configuration requires has flushed.
+fn confirmed_flush() -> pg_sys::XLogRecPtr {
+    // SAFETY: WalSndCtl exists whenever synchronous standbys can be configured (checked by the
+    // caller); the position only grows, and an 8-byte aligned read is atomic here, as
+    // PostgreSQL's own unlocked reads of it assume.
+    unsafe {
+        std::ptr::read_volatile(&(*pg_sys::WalSndCtl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize])
+    }
+}
+
+/// Whether this server waits for synchronous standbys, as the walsenders see the setting.
+fn sync_standbys_configured() -> bool {
+    // SAFETY: plain reads of settings and of the shared walsender state, which exists when the
+    // server has walsenders.
+    unsafe {
+        if pg_sys::max_wal_senders == 0 || pg_sys::WalSndCtl.is_null() || !pg_sys::IsUnderPostmaster
+        {
+            return false;
+        }
+        let status = std::ptr::read_volatile(&(*pg_sys::WalSndCtl).sync_standbys_status);
+        if u32::from(status) & pg_sys::SYNC_STANDBY_INIT != 0 {
+            u32::from(status) & pg_sys::SYNC_STANDBY_DEFINED != 0
+        } else {
+            // Until the checkpointer has first published the setting: this backend's copy, as
+            // PostgreSQL's commit wait does.
+            !pg_sys::SyncRepStandbyNames.is_null() && *pg_sys::SyncRepStandbyNames != 0
+        }
+    }
+}
