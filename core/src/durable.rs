@@ -34,6 +34,11 @@ const LAST_ID_BLOCKS: u32 = SHARD_COUNT.div_ceil(LAST_IDS_PER_BLOCK) as u32;
 /// version assigns.
 pub const RELATION_NUMBER: u32 = 9128;
 
+/// The WAL resource manager whose records change the state. 128 is `RM_EXPERIMENTAL_ID`, the ID
+/// PostgreSQL sets aside for extensions in development; a unique one must be reserved on
+/// PostgreSQL's list of custom WAL resource managers before snowid 1.0.
+pub const RMGR_ID: u8 = 128;
+
 /// Why the durable state could not be read or changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unavailable {

@@ -28,7 +28,7 @@ use crate::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 #[cfg(not(loom))]
 use crate::layout::SHARD_COUNT;
 use crate::layout::{id_from_stamp, stamp, stamp_ms, Parts, Shard, MAX_MS, MAX_SEQ, SEQ_BITS};
-use crate::shard_state::{self, issue, Refusal, ShardCell};
+use crate::shard_state::{self, issue, Refusal, ShardCell, ShardTally};
 use crate::sync::{AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 use crate::time_base::{Forward, TimeBase};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -47,6 +47,9 @@ pub const MAX_RESUME_AHEAD_MS: i64 = 86_400_000;
 /// The back-off after a failed change: the first, and the longest.
 pub const BACKOFF_FIRST_MS: i64 = 10;
 pub const BACKOFF_MAX_MS: i64 = 1000;
+/// The longest a caller sleeps for the writer's claim before looking again, should a wake-up be
+/// missed (its holder is woken for, not polled).
+pub const CLAIM_WAIT_MS: u64 = 10;
 /// The exclusive upper bound of every lease: the first millisecond that would set the sign bit.
 const END_OF_TIME_MS: u64 = MAX_MS + 1;
 /// Shard cells in the shared state: one per shard, or a handful in the model-checked tests,
@@ -215,22 +218,29 @@ struct WriterClaim {
     retry_at_ms: AtomicI64,
 }
 
-/// The claim, held: released when dropped. Dropped while unwinding from an error (PostgreSQL
-/// raises errors through it), it counts as a failure.
-pub struct Claimed<'a> {
+/// The claim, held: released when dropped, and its waiters woken. Dropped while unwinding from
+/// an error (PostgreSQL raises errors through it), it counts as a failure.
+pub struct Claimed<'a, H: Wait> {
     claim: &'a WriterClaim,
+    host: &'a H,
     who: u32,
     mono_ms: i64,
 }
 
 impl WriterClaim {
     /// Takes the claim, with acquire ordering: the holder sees everything earlier holders did.
-    fn try_take(&self, who: u32, mono_ms: i64) -> Option<Claimed<'_>> {
+    fn try_take<'a, H: Wait>(
+        &'a self,
+        host: &'a H,
+        who: u32,
+        mono_ms: i64,
+    ) -> Option<Claimed<'a, H>> {
         self.owner
             .compare_exchange(0, who, Acquire, Relaxed)
             .ok()
             .map(|_| Claimed {
                 claim: self,
+                host,
                 who,
                 mono_ms,
             })
@@ -254,7 +264,7 @@ impl WriterClaim {
     }
 }
 
-impl Drop for Claimed<'_> {
+impl<H: Wait> Drop for Claimed<'_, H> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.claim.failed(self.mono_ms);
@@ -263,6 +273,7 @@ impl Drop for Claimed<'_> {
             .claim
             .owner
             .compare_exchange(self.who, 0, Release, Relaxed);
+        self.host.claim_given_back();
     }
 }
 
@@ -305,7 +316,12 @@ pub struct Shared {
     claim: WriterClaim,
     reports: ReportClock,
     shards: [ShardCell; CELLS],
+    tallies: Tallies,
 }
+
+/// The shards' tallies, starting on a cache line of their own.
+#[repr(C, align(64))]
+struct Tallies([ShardTally; CELLS]);
 
 /// What the fast path did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -351,6 +367,7 @@ impl Shared {
                 last: std::array::from_fn(|_| AtomicI64::new(0)),
             },
             shards: std::array::from_fn(|_| ShardCell::starting_after(0)),
+            tallies: Tallies(std::array::from_fn(|_| ShardTally::new())),
         };
         shared.restart(now);
         shared
@@ -372,6 +389,17 @@ impl Shared {
     /// Every shard's state, in shard order.
     pub fn shards(&self) -> &[ShardCell] {
         &self.shards
+    }
+
+    /// What a shard has done since start.
+    #[inline]
+    pub fn tally(&self, shard: Shard) -> &ShardTally {
+        &self.tallies.0[shard.index() & (CELLS - 1)]
+    }
+
+    /// Every shard's tally, in shard order.
+    pub fn tallies(&self) -> &[ShardTally] {
+        &self.tallies.0
     }
 
     /// The fast path: an ID for `shard` if nothing out of the ordinary stands in the way, given
@@ -543,7 +571,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 Ok(Some(id))
             }
             Err(Refusal::Ahead { wait_ms }) => {
-                cell.count_wait();
+                self.shared.tally(shard).count_wait();
                 self.host.wait(wait_ms)?;
                 Ok(None)
             }
@@ -596,24 +624,24 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     }
 
     /// The writer's claim, if it is free.
-    fn try_claim(&self) -> Option<Claimed<'a>> {
+    fn try_claim(&self) -> Option<Claimed<'a, H>> {
         self.shared
             .claim
-            .try_take(self.host.claimer(), self.host.monotonic_ms())
+            .try_take(self.host, self.host.claimer(), self.host.monotonic_ms())
     }
 
     /// The writer's claim, waiting (interruptibly) while another caller holds it.
-    fn claim(&self) -> Result<Claimed<'a>, Refused<H::Error>> {
+    fn claim(&self) -> Result<Claimed<'a, H>, Refused<H::Error>> {
         loop {
             match self.try_claim() {
                 Some(claimed) => return Ok(claimed),
-                None => self.host.wait(1)?,
+                None => self.host.wait_for_claim(CLAIM_WAIT_MS)?,
             }
         }
     }
 
     /// Makes a change durable, counting the outcome for the back-off.
-    fn persist(&self, change: &Change, claimed: &Claimed) -> Result<(), Refused<H::Error>> {
+    fn persist(&self, change: &Change, claimed: &Claimed<H>) -> Result<(), Refused<H::Error>> {
         match self.host.persist(change) {
             Ok(()) => {
                 self.shared.claim.succeeded();
@@ -634,7 +662,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         self.load_claimed(&claimed)
     }
 
-    fn load_claimed(&self, claimed: &Claimed) -> Result<(), Refused<H::Error>> {
+    fn load_claimed(&self, claimed: &Claimed<H>) -> Result<(), Refused<H::Error>> {
         if self.shared.lease.status() != Status::NotLoaded {
             return Ok(());
         }
@@ -691,12 +719,12 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 }
                 Ok(())
             }
-            None => Ok(self.host.wait(1)?),
+            None => Ok(self.host.wait_for_claim(CLAIM_WAIT_MS)?),
         }
     }
 
     /// Writes a lease covering `needed_ms` and a window more: durable first, then published.
-    fn write_lease(&self, needed_ms: u64, claimed: &Claimed) -> Result<(), Refused<H::Error>> {
+    fn write_lease(&self, needed_ms: u64, claimed: &Claimed<H>) -> Result<(), Refused<H::Error>> {
         let (base_unix_ms, _) = self.shared.time_base.read(self.host.monotonic_ms());
         let end_ms = needed_ms
             .saturating_add(LEASE_WINDOW_MS + 1)

@@ -45,6 +45,15 @@ pub trait Wait {
     /// that a query cancel or `statement_timeout` ends by raising an error; other hosts return
     /// [`Interrupted`] instead.
     fn wait(&self, ms: u64) -> Result<(), Interrupted>;
+
+    /// Sleeps until the writer's claim is given back ([`Wait::claim_given_back`]), or about `ms`
+    /// milliseconds at most. Inside PostgreSQL this is a condition variable in shared memory.
+    fn wait_for_claim(&self, ms: u64) -> Result<(), Interrupted> {
+        self.wait(ms)
+    }
+
+    /// Wakes every caller sleeping in [`Wait::wait_for_claim`]: the claim was just given back.
+    fn claim_given_back(&self) {}
 }
 
 /// Something an operator should hear about. Reported at most once a minute per kind.

@@ -43,22 +43,27 @@ pub enum Refusal {
     Released,
 }
 
-/// One shard's state, alone on its cache line: the last issued stamp, which issuing changes, and
-/// two counters that issuing does not touch: the IDs issued, which each process counts on its
-/// own and adds here now and then, and the waits at the lead, counted on the slow path.
+/// One shard's state, alone on its cache line: the last issued stamp, the one word issuing
+/// changes. What the shard has done is counted apart, in a [`ShardTally`], so that adding to the
+/// counts never writes the line the next issue needs.
 #[repr(C, align(64))]
 pub struct ShardCell {
     /// The last stamp issued on the shard, possibly with [`RELEASED`] set.
     pub stamp: AtomicU64,
+}
+
+/// What a shard has done since start, off the hot path: the IDs issued, which each process
+/// counts on its own and adds here when its transaction ends, and the waits at the lead, counted
+/// on the slow path. Tallies sit together, four to a cache line, away from every stamp.
+#[repr(C)]
+pub struct ShardTally {
     issued: AtomicU64,
     waits: AtomicU64,
 }
 
-impl ShardCell {
-    /// A cell whose next stamp is above `last`.
-    pub fn starting_after(last: u64) -> ShardCell {
-        ShardCell {
-            stamp: AtomicU64::new(last),
+impl ShardTally {
+    pub fn new() -> ShardTally {
+        ShardTally {
             issued: AtomicU64::new(0),
             waits: AtomicU64::new(0),
         }
@@ -82,6 +87,21 @@ impl ShardCell {
     /// Waits at the lead bound since start.
     pub fn waits(&self) -> u64 {
         self.waits.load(Relaxed)
+    }
+}
+
+impl Default for ShardTally {
+    fn default() -> Self {
+        ShardTally::new()
+    }
+}
+
+impl ShardCell {
+    /// A cell whose next stamp is above `last`.
+    pub fn starting_after(last: u64) -> ShardCell {
+        ShardCell {
+            stamp: AtomicU64::new(last),
+        }
     }
 
     /// The last stamp issued (or the floor the shard started from), and whether it is released.

@@ -52,7 +52,7 @@ pub enum StartUp {
     /// The pages hold the state: use it.
     Loaded(Box<DurableState>),
     /// Create the state with this header (and no released shard's last ID), durably, then use it.
-    Create(Header),
+    Create(Box<Header>),
 }
 
 /// Decides what the state is, from what the pages hold, what an old version's file says
@@ -69,8 +69,8 @@ pub fn decide(
     };
     match found {
         Found::State(state) => StartUp::Loaded(state),
-        Found::Damaged(_) => StartUp::Create(fenced(Fence::Unreadable)),
-        Found::Missing => StartUp::Create(match (old_file, occasion) {
+        Found::Damaged(_) => StartUp::Create(Box::new(fenced(Fence::Unreadable))),
+        Found::Missing => StartUp::Create(Box::new(match (old_file, occasion) {
             (Some(imported), _) => imported,
             (None, Occasion::Install | Occasion::UpdateFromOld) => Header::fresh(epoch_unix_ms),
             (
@@ -85,7 +85,7 @@ pub fn decide(
                     installed_by_old_version: false,
                 },
             ) => fenced(Fence::Lost),
-        }),
+        })),
     }
 }
 
@@ -104,7 +104,7 @@ mod tests {
 
     fn created(decision: StartUp) -> Header {
         match decision {
-            StartUp::Create(header) => header,
+            StartUp::Create(header) => *header,
             StartUp::Loaded(state) => panic!("loaded {state:?}"),
         }
     }

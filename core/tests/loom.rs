@@ -29,12 +29,27 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
-/// A host whose clocks stand still, whose waits are cancelled (so every model is finite), and
-/// whose "disk" is a few atomics: the lease end made durable, the changes made, and how many
-/// times the state was created.
+/// A host whose clocks stand still, whose "disk" is a few atomics (the lease end made durable,
+/// the changes made, and how many times the state was created), and whose waits yield to the
+/// other threads, so that a caller that finds the writer's claim taken really waits for its
+/// holder, a few times, before its wait is cancelled (which keeps every model finite).
 struct Host {
     claimer: u32,
     disk: Arc<Disk>,
+    waits_left: std::cell::Cell<u32>,
+}
+
+/// How many waits a caller may make before its wait is cancelled.
+const WAITS: u32 = 2;
+
+impl Host {
+    fn new(claimer: u32, disk: Arc<Disk>) -> Host {
+        Host {
+            claimer,
+            disk,
+            waits_left: std::cell::Cell::new(WAITS),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -101,7 +116,14 @@ impl DurableStore for Host {
 
 impl Wait for Host {
     fn wait(&self, _ms: u64) -> Result<(), Interrupted> {
-        Err(Interrupted)
+        match self.waits_left.get() {
+            0 => Err(Interrupted),
+            n => {
+                self.waits_left.set(n - 1);
+                thread::yield_now();
+                Ok(())
+            }
+        }
     }
 }
 
@@ -221,10 +243,7 @@ fn nothing_is_issued_past_a_release() {
 /// A loaded shared state whose shard 0 has used up its lease: the next ID needs a new one.
 fn at_the_end_of_the_lease(disk: &Arc<Disk>) -> Arc<Shared> {
     let shared = Arc::new(Shared::new(now()));
-    let host = Host {
-        claimer: 1,
-        disk: disk.clone(),
-    };
+    let host = Host::new(1, disk.clone());
     Generator::new(&shared, &host, EPOCH, 10_000)
         .next_id(shard(0))
         .unwrap();
@@ -249,10 +268,7 @@ fn no_id_is_issued_past_the_durable_lease() {
             .map(|claimer| {
                 let (shared, disk) = (shared.clone(), disk.clone());
                 thread::spawn(move || {
-                    let host = Host {
-                        claimer,
-                        disk: disk.clone(),
-                    };
+                    let host = Host::new(claimer, disk.clone());
                     let result = Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(0));
                     if let Ok(id) = result {
                         let ms = decompose(id).unwrap().ms;
@@ -286,7 +302,7 @@ fn the_state_is_loaded_and_created_once() {
             .map(|claimer| {
                 let (shared, disk) = (shared.clone(), disk.clone());
                 thread::spawn(move || {
-                    let host = Host { claimer, disk };
+                    let host = Host::new(claimer, disk);
                     let _ = Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(1));
                 })
             })
@@ -307,17 +323,14 @@ fn releases_and_resumes_race_callers_safely() {
     model(|| {
         let disk = Arc::new(Disk::default());
         let shared = Arc::new(Shared::new(now()));
-        let host = Host {
-            claimer: 1,
-            disk: disk.clone(),
-        };
+        let host = Host::new(1, disk.clone());
         let g = Generator::new(&shared, &host, EPOCH, 10_000);
         g.next_id(shard(2)).unwrap();
 
         let issuer = {
             let (shared, disk) = (shared.clone(), disk.clone());
             thread::spawn(move || {
-                let host = Host { claimer: 2, disk };
+                let host = Host::new(2, disk);
                 Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(2))
             })
         };
@@ -332,7 +345,7 @@ fn releases_and_resumes_race_callers_safely() {
         let issuer = {
             let (shared, disk) = (shared.clone(), disk.clone());
             thread::spawn(move || {
-                let host = Host { claimer: 2, disk };
+                let host = Host::new(2, disk);
                 Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(2))
             })
         };
@@ -358,17 +371,14 @@ fn nothing_is_issued_while_fenced() {
             ..Disk::default()
         });
         let shared = Arc::new(Shared::new(now()));
-        let host = Host {
-            claimer: 1,
-            disk: disk.clone(),
-        };
+        let host = Host::new(1, disk.clone());
         let g = Generator::new(&shared, &host, EPOCH, 10_000);
         assert_eq!(g.next_id(shard(3)), Err(Refused::Fenced(Fence::Stale)));
         let above = compose(1_000_000 + 5, 1, 0).unwrap();
         let issuer = {
             let (shared, disk) = (shared.clone(), disk.clone());
             thread::spawn(move || {
-                let host = Host { claimer: 2, disk };
+                let host = Host::new(2, disk);
                 Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(3))
             })
         };

@@ -3,7 +3,8 @@
 //! Each process counts the IDs it issues in its own memory: one increment of a process-local
 //! counter per ID, and the first ID of a shard since the last flush notes the shard in a list.
 //! When the process's transaction ends (commit, abort, or a parallel worker's end), the counts
-//! are added to the shards' cells in shared memory, where `snowid_stats()` reads them. A
+//! are added to the shards' tallies in shared memory (apart from the stamps the hot path
+//! changes), where `snowid_stats()` reads them. A
 //! statement still running has not added its counts yet; the session running it sees them
 //! (see [`unflushed`]).
 
@@ -64,7 +65,7 @@ fn flush() {
         for &n in &touched[..LOCAL.touched_len.get().min(SHARD_COUNT)] {
             let n = usize::from(n);
             if let Some(shard) = Shard::new(n as i32) {
-                shared.shard(shard).add_issued(counts[n]);
+                shared.tally(shard).add_issued(counts[n]);
             }
             counts[n] = 0;
         }

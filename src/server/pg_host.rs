@@ -64,6 +64,16 @@ impl Wait for PgHost {
         pg_sys::check_for_interrupts!();
         Ok(())
     }
+
+    /// Sleeps on the claim's condition variable in shared memory.
+    fn wait_for_claim(&self, ms: u64) -> Result<(), Interrupted> {
+        shared_memory::sleep_for_claim(ms);
+        Ok(())
+    }
+
+    fn claim_given_back(&self) {
+        shared_memory::wake_claim_waiters();
+    }
 }
 
 impl Report for PgHost {

@@ -3,9 +3,11 @@
 //! # Concurrency rules
 //!
 //! - The segment holds [`snowid_core::generator::Shared`]: the time base, the lease as generation
-//!   sees it, the writer's claim, and one cell per shard (8,192), each on its own 64-byte cache
+//!   sees it, the writer's claim, one stamp per shard (8,192), each on its own 64-byte cache
 //!   line, so that shards never contend through false sharing and the read-mostly lines (time
-//!   base, lease) are written only by the slow path.
+//!   base, lease) are written only by the slow path, and the shards' tallies (IDs issued, waits),
+//!   apart from the stamps. Beside it: an old version's file as judged at this start, and the
+//!   condition variable of the writer's claim.
 //! - The postmaster zeroes the segment in the shared-memory startup hook, before any backend
 //!   exists, and starts the time base at the wall clock. Nothing is read from disk there but an
 //!   old version's file, if one is still there, judged by [`startup::judge_old_files`]. After a
@@ -23,14 +25,15 @@
 //! - The time base's offset only grows (`fetch_max`); its comparison with the wall clock is done
 //!   by whichever caller wins a CAS on the due time, every 10 ms.
 //! - The durable state is changed only by the holder of the writer's claim, an atomic taken by
-//!   CAS (acquire) and given back with a release store. Nobody ever blocks on it: a caller that
-//!   needs the holder's work waits on its latch, where a cancel or `statement_timeout` ends the
-//!   wait. The holder makes its change durable (WAL flushed, and on the synchronous standbys)
+//!   CAS (acquire) and given back with a release store. Nobody ever spins on it: a caller that
+//!   needs the holder's work sleeps on the claim's condition variable, which the holder
+//!   broadcasts when it gives the claim back (and a 10 ms timeout covers a missed wake-up); a
+//!   cancel or `statement_timeout` ends the sleep. The holder makes its change durable (WAL flushed, and on the synchronous standbys)
 //!   before it publishes anything; the lease end is published with a release store, so a caller
 //!   that sees a lease also sees the shards and time base it was published with. A process that
 //!   exits without unwinding (FATAL) gives the claim back in a `before_shmem_exit` callback.
-//! - How many IDs a shard issued is counted by each process in its own memory, off the hot
-//!   path's shared lines, and added to the shard's cell when its transaction ends (see
+//! - How many IDs a shard issued is counted by each process in its own memory, and added to the
+//!   shard's tally, apart from every stamp's cache line, when its transaction ends (see
 //!   [`crate::server::counters`]).
 //! - Every backend and parallel worker inherits the segment's address from the postmaster.
 
@@ -47,6 +50,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
 struct Segment {
     shared: Shared,
     old_file: OldFile,
+    /// Where callers sleep while another holds the writer's claim; its holder wakes them when
+    /// it gives the claim back.
+    claim_given_back: pg_sys::ConditionVariable,
 }
 
 /// The segment, for every process the postmaster forks (null until the startup hook has run).
@@ -101,6 +107,7 @@ unsafe extern "C-unwind" fn start_segment() {
             // All zero is a valid segment: nothing loaded, nothing to import.
             std::ptr::write_bytes(segment, 0, 1);
             (*segment).shared.restart(sample_patiently(&SystemClock));
+            pg_sys::ConditionVariableInit(&raw mut (*segment).claim_given_back);
             startup::judge_old_files(&(*segment).old_file, settings::epoch_unix_ms());
         }
         SEGMENT.store(segment, Relaxed);
@@ -120,6 +127,46 @@ pub fn state() -> Option<&'static Shared> {
     unsafe { SEGMENT.load(Relaxed).as_ref() }.map(|s| &s.shared)
 }
 
+/// The condition variable of the writer's claim, or null when not preloaded.
+fn claim_condition() -> *mut pg_sys::ConditionVariable {
+    let segment = SEGMENT.load(Relaxed);
+    if segment.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the segment lives as long as the process; only the field's address is taken.
+    unsafe { &raw mut (*segment).claim_given_back }
+}
+
+/// Sleeps until the writer's claim is given back, or `ms` milliseconds at most (a wake-up sent
+/// between the caller's failed try and this sleep is missed, and the timeout covers it). A
+/// cancel or `statement_timeout` raises its error from here.
+pub fn sleep_for_claim(ms: u64) {
+    let cv = claim_condition();
+    if cv.is_null() {
+        return;
+    }
+    // SAFETY: the condition variable was initialised with the segment; prepare, sleep and cancel
+    // are PostgreSQL's protocol for a timed sleep (an error's abort cancels the sleep too).
+    unsafe {
+        pg_sys::ConditionVariablePrepareToSleep(cv);
+        pg_sys::ConditionVariableTimedSleep(
+            cv,
+            ms.clamp(1, 1000) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ConditionVariableCancelSleep();
+    }
+}
+
+/// Wakes every process sleeping for the writer's claim.
+pub fn wake_claim_waiters() {
+    let cv = claim_condition();
+    if !cv.is_null() {
+        // SAFETY: as in `sleep_for_claim`; a broadcast only takes the variable's spinlock.
+        unsafe { pg_sys::ConditionVariableBroadcast(cv) };
+    }
+}
+
 /// This process's number as holder of the writer's claim: its PID, registering (once) the
 /// callback that gives the claim back if the process exits without unwinding.
 pub fn claimer() -> u32 {
@@ -137,5 +184,6 @@ unsafe extern "C-unwind" fn give_back_claim(_code: i32, _arg: pg_sys::Datum) {
     if let Some(shared) = state() {
         // SAFETY: as in `claimer`.
         shared.release_claim_of(unsafe { pg_sys::MyProcPid as u32 });
+        wake_claim_waiters();
     }
 }

@@ -124,10 +124,11 @@ fn snowid_stats_v2() -> TableIterator<
     let rows: Vec<_> = state
         .shards()
         .iter()
+        .zip(state.tallies())
         .enumerate()
-        .filter_map(|(n, cell)| {
+        .filter_map(|(n, (cell, tally))| {
             let (stamp, released) = cell.last();
-            let issued = cell.issued() + counters::unflushed(n);
+            let issued = tally.issued() + counters::unflushed(n);
             if issued == 0 && !released {
                 return None;
             }
@@ -138,7 +139,7 @@ fn snowid_stats_v2() -> TableIterator<
                 timestamptz(epoch_ms + stamp_ms(stamp) as i64),
                 (stamp & MAX_SEQ as u64) as i32,
                 issued as i64,
-                cell.waits() as i64,
+                tally.waits() as i64,
                 released,
             ))
         })

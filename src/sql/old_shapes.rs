@@ -83,16 +83,17 @@ fn snowid_stats() -> TableIterator<
     let rows: Vec<_> = state
         .shards()
         .iter()
+        .zip(state.tallies())
         .enumerate()
-        .filter(|(_, cell)| cell.issued() > 0)
-        .map(|(shard, cell)| {
+        .filter(|(_, (_, tally))| tally.issued() > 0)
+        .map(|(shard, (cell, tally))| {
             let (stamp, _) = cell.last();
             (
                 shard as i32,
                 timestamptz(epoch_ms + stamp_ms(stamp) as i64),
                 (stamp & MAX_SEQ as u64) as i32,
-                cell.issued() as i64,
-                cell.waits() as i64,
+                tally.issued() as i64,
+                tally.waits() as i64,
                 steps_back,
             )
         })

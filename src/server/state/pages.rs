@@ -20,12 +20,11 @@
 //!
 //! Before a change is used, its record is made durable ([`super::durability`]).
 
-use super::wal_records::log_change;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{
     last_ids_from_bytes, last_ids_to_bytes, shards_of_block, Change, Damage, DurableState, Header,
-    BLOCKS, HEADER_LEN, LAST_IDS_LEN, RELATION_NUMBER,
+    Kind, BLOCKS, HEADER_LEN, LAST_IDS_LEN, RELATION_NUMBER, RMGR_ID,
 };
 use snowid_core::startup::Found;
 use std::ffi::c_int;
@@ -346,6 +345,27 @@ fn changed(change: &Change, block: u32, page: &Page) -> Result<Vec<u8>, Damage> 
         last_ids_from_bytes(page.contents(LAST_IDS_LEN), &mut ids)?;
         change.apply_to_last_ids(block, &mut ids);
         Ok(last_ids_to_bytes(&ids).to_vec())
+    }
+}
+
+/// Inserts a record: its kind, its data, and the buffers it changes (registered as blocks 0, 1,
+/// ... in that order, with `flags`). Call in a critical section, with the buffers locked
+/// exclusively; returns the record's location.
+pub fn log_change(
+    kind: Kind,
+    data: &[u8],
+    buffers: &[pg_sys::Buffer],
+    flags: u8,
+) -> pg_sys::XLogRecPtr {
+    // SAFETY: the standard sequence for a record with main data and block references; `data`
+    // outlives the insert, which copies it; the caller holds the buffers as it requires.
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        pg_sys::XLogRegisterData(data.as_ptr() as _, data.len() as _);
+        for (id, &buffer) in buffers.iter().enumerate() {
+            pg_sys::XLogRegisterBuffer(id as u8, buffer, flags);
+        }
+        pg_sys::XLogInsert(RMGR_ID as _, kind as u8)
     }
 }
 

@@ -269,7 +269,7 @@ fn settle(
         epoch_unix_ms,
     ) {
         StartUp::Loaded(state) => return Ok(*state),
-        StartUp::Create(header) => header,
+        StartUp::Create(header) => *header,
     };
     make_durable(pages::create(&header)).map_err(|_| Unavailable::NotReplicated)?;
     remove_old_files();

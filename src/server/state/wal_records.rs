@@ -20,15 +20,11 @@
 use super::{pages, startup};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowid_core::durable::{Change, Kind};
+use snowid_core::durable::{Change, Kind, RMGR_ID};
 use snowid_core::legacy::{self, Record};
 use std::ffi::{c_char, CString};
 use std::path::Path;
 
-/// snowid's resource manager ID. 128 is `RM_EXPERIMENTAL_ID`, the ID PostgreSQL sets aside for
-/// extensions in development; a unique one must be reserved on PostgreSQL's list of custom WAL
-/// resource managers before snowid 1.0.
-pub const RMGR_ID: u8 = 128;
 /// snowid 0.2.0's lease record.
 const LEASE_V1: u8 = 0x00;
 
@@ -47,27 +43,6 @@ static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
 pub fn register() {
     // SAFETY: called once, during preload; PostgreSQL keeps the pointer to the static.
     unsafe { pg_sys::RegisterCustomRmgr(RMGR_ID as _, &raw mut RMGR) };
-}
-
-/// Inserts a record: its kind, its data, and the buffers it changes (registered as blocks 0, 1,
-/// ... in that order, with `flags`). Call in a critical section, with the buffers locked
-/// exclusively; returns the record's location.
-pub fn log_change(
-    kind: Kind,
-    data: &[u8],
-    buffers: &[pg_sys::Buffer],
-    flags: u8,
-) -> pg_sys::XLogRecPtr {
-    // SAFETY: the standard sequence for a record with main data and block references; `data`
-    // outlives the insert, which copies it; the caller holds the buffers as it requires.
-    unsafe {
-        pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(data.as_ptr() as _, data.len() as _);
-        for (id, &buffer) in buffers.iter().enumerate() {
-            pg_sys::XLogRegisterBuffer(id as u8, buffer, flags);
-        }
-        pg_sys::XLogInsert(RMGR_ID as _, kind as u8)
-    }
 }
 
 /// The record's main data and info bits.

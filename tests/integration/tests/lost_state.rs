@@ -1,0 +1,839 @@
+//! What the durable state must never lose (issue 26): a state that is gone or damaged, a verdict
+//! on a stale 0.2.0 file that no ID has acted on yet, and the knowledge of which IDs were issued,
+//! when a shard is released or a cluster is upgraded. Each case ends a server's ability to know
+//! what it issued before; every one must refuse (55000) until a superuser resumes above the IDs
+//! already issued, and nothing that is not such a case (a `pg_upgrade --check`, an abandoned
+//! upgrade, a standby that replayed the resume) may be fenced.
+//!
+//! Every server's wall clock runs 10 minutes behind the IDs already issued when it starts again,
+//! so that a server that generates from its clock issues IDs below the old ones.
+
+use snowid_core::epoch::{format as format_epoch, DEFAULT_EPOCH_UNIX_MS};
+use snowid_core::legacy::{Record, StateFile};
+use snowid_integration::postgres::{Client, Error};
+use snowid_integration::{Cluster, Watchdog};
+use std::fs;
+use std::process::Output;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const EPOCH: i64 = DEFAULT_EPOCH_UNIX_MS;
+/// The relation file that holds snowid's durable state.
+const STATE: &str = "global/9128";
+const PAGE: usize = 8192;
+const FENCED: &str =
+    "snowid will not generate IDs until a superuser resumes above the IDs already issued";
+const RESUME: &str = "SELECT * FROM snowid_resume_above_columns();";
+/// How far behind the IDs already issued a server's clock is when it starts again.
+const BEHIND: &str = "-10m";
+
+/// When an ID issued under the default epoch was made, in Unix milliseconds: its top 41 bits.
+fn unix_ms_of(id: i64) -> i64 {
+    (id >> 23) + EPOCH
+}
+
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn code(err: &Error) -> String {
+    err.as_db_error()
+        .map(|e| e.code().code().to_string())
+        .unwrap_or_else(|| format!("{err}"))
+}
+
+/// A server error as `SQLSTATE message (detail) [hint]`, or the client error.
+fn describe(err: &Error) -> String {
+    match err.as_db_error() {
+        Some(e) => format!(
+            "{} {} ({}) [{}]",
+            e.code().code(),
+            e.message(),
+            e.detail().unwrap_or(""),
+            e.hint().unwrap_or("")
+        ),
+        None => err.to_string(),
+    }
+}
+
+fn start(cluster: &mut Cluster) {
+    cluster
+        .start()
+        .unwrap_or_else(|log| panic!("the server did not start:\n{log}"));
+}
+
+fn restart(cluster: &mut Cluster, mode: &str) {
+    cluster.stop(mode);
+    start(cluster);
+}
+
+fn max_id(db: &mut Client) -> i64 {
+    db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0)
+}
+
+fn generating(db: &mut Client) -> String {
+    db.query_one("SELECT generating FROM snowid_info()", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// `n` new IDs for `shard`, in the order they were issued; the statement must succeed.
+fn next_ids(db: &mut Client, shard: i32, n: i32) -> Vec<i64> {
+    let _watchdog = Watchdog::new(db, DEADLINE);
+    db.query(
+        "SELECT snowid_next($1::int) FROM generate_series(1, $2)",
+        &[&shard, &n],
+    )
+    .unwrap_or_else(|e| panic!("snowid_next({shard}) must generate: {}", describe(&e)))
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// Every one of 1,000 new IDs for `shard` is above `old_max`; returns the highest.
+fn assert_generates_above(db: &mut Client, shard: i32, old_max: i64, when: &str) -> i64 {
+    let ids = next_ids(db, shard, 1000);
+    let below = ids.iter().filter(|&&id| id <= old_max).count();
+    assert_eq!(
+        below, 0,
+        "{when}: {below} of 1000 new IDs for shard {shard} at or below {old_max}"
+    );
+    *ids.iter().max().unwrap()
+}
+
+/// A server that should have refused issued `first` instead: fails the test, saying how many of
+/// 1,001 IDs came out at or below `old_max`.
+fn issued_instead_of_refusing(
+    db: &mut Client,
+    shard: i32,
+    first: i64,
+    old_max: i64,
+    when: &str,
+) -> ! {
+    let mut ids = vec![first];
+    {
+        let _watchdog = Watchdog::new(db, DEADLINE);
+        if let Ok(rows) = db.query(
+            "SELECT snowid_next($1::int) FROM generate_series(1, 1000)",
+            &[&shard],
+        ) {
+            ids.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        }
+    }
+    let below = ids.iter().filter(|&&id| id <= old_max).count();
+    panic!(
+        "{when}: snowid_next({shard}) issued IDs instead of refusing with 55000: {below} of {} \
+         at or below the old max {old_max}",
+        ids.len()
+    );
+}
+
+/// The refusal this file is about: SQLSTATE 55000, the exact message, and a hint naming the
+/// command that resumes.
+fn assert_fence_error(err: &Error, what: &str) {
+    assert_eq!(code(err), "55000", "{what}: {}", describe(err));
+    let e = err.as_db_error().unwrap();
+    assert_eq!(e.message(), FENCED, "{what}: {}", describe(err));
+    assert!(
+        e.hint().is_some_and(|h| h.contains(RESUME)),
+        "{what}: the hint names the exact command: {}",
+        describe(err)
+    );
+}
+
+/// The server refuses to generate, for `snowid_next` and for a column default, and
+/// `snowid_info()` says it is fenced.
+fn assert_refuses(cluster: &Cluster, shard: i32, old_max: i64, when: &str) {
+    let mut db = cluster.client();
+    match db.query_one("SELECT snowid_next($1::int)", &[&shard]) {
+        Ok(row) => issued_instead_of_refusing(&mut db, shard, row.get(0), old_max, when),
+        Err(err) => assert_fence_error(&err, &format!("{when}: snowid_next({shard})")),
+    }
+    match db.execute("INSERT INTO t DEFAULT VALUES", &[]) {
+        Ok(_) => panic!(
+            "{when}: INSERT ... DEFAULT VALUES inserted a row (ID {}) instead of refusing",
+            max_id(&mut db)
+        ),
+        Err(err) => assert_fence_error(&err, &format!("{when}: INSERT ... DEFAULT VALUES")),
+    }
+    let generating = generating(&mut db);
+    assert!(
+        generating.starts_with("no: fenced"),
+        "{when}: snowid_info() says generating = {generating:?}"
+    );
+}
+
+/// `snowid_resume_above_columns()` finds `t.id` at `old_max` and resumes.
+fn resume(db: &mut Client, old_max: i64) {
+    let rows: Vec<(String, String, i64)> = db
+        .query(
+            "SELECT tbl::text, col::text, max_id FROM snowid_resume_above_columns()",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(rows, [("t".to_string(), "id".to_string(), old_max)]);
+}
+
+/// A preloaded cluster with a faked wall clock (still right), a table `t` keyed by
+/// `snowid_next(shard)`, and `rows` rows in it.
+fn cluster_with_rows(shard: i32, rows: i32) -> Cluster {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    start(&mut cluster);
+    cluster
+        .client()
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowid;
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next({shard}));
+             INSERT INTO t SELECT FROM generate_series(1, {rows});"
+        ))
+        .unwrap();
+    cluster
+}
+
+/// The server's clock really is minutes behind `id` (the test is sharp).
+fn assert_clock_behind(db: &mut Client, id: i64) {
+    let ahead: f64 = db
+        .query_one(
+            "SELECT extract(epoch FROM snowid_timestamp($1::bigint) - clock_timestamp())::float8",
+            &[&id],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        ahead > 500.0,
+        "the ID {id} is dated {ahead} s past the server's clock, not minutes"
+    );
+}
+
+/// Kills one backend with SIGKILL (one that never called snowid) and waits for the crash
+/// restart that follows.
+fn kill_a_backend(cluster: &Cluster) {
+    let mut victim = cluster.client();
+    let pid: i32 = victim
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    cluster.kill("KILL", pid as u32);
+    cluster.wait_for_crash_restart();
+}
+
+/// What can happen to `global/9128` while the server is stopped.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    Deleted,
+    TruncatedToZeroBytes,
+    CutToItsFirstPage,
+    EveryPageZeroed,
+    Block0Zeroed,
+}
+
+fn damage(cluster: &Cluster, damage: Damage) {
+    let bytes = fs::read(cluster.pgdata().join(STATE)).expect("read the state's pages");
+    assert!(
+        bytes.len() > PAGE && bytes.len().is_multiple_of(PAGE),
+        "the state is whole pages, more than one, before the damage: {} bytes",
+        bytes.len()
+    );
+    assert!(
+        bytes.iter().any(|&b| b != 0),
+        "the state holds something before the damage"
+    );
+    match damage {
+        Damage::Deleted => cluster.remove_file(STATE),
+        Damage::TruncatedToZeroBytes => cluster.put_file(STATE, &[]),
+        Damage::CutToItsFirstPage => cluster.put_file(STATE, &bytes[..PAGE]),
+        Damage::EveryPageZeroed => cluster.put_file(STATE, &vec![0; bytes.len()]),
+        Damage::Block0Zeroed => {
+            let mut zeroed = bytes;
+            zeroed[..PAGE].fill(0);
+            cluster.put_file(STATE, &zeroed);
+        }
+    }
+}
+
+/// The state is damaged in a cluster with rows, and the server starts with its clock 10 minutes
+/// behind them. It refuses (55000) after the start, a fast restart, an immediate restart (crash
+/// recovery) and a backend killed with SIGKILL (a crash restart); `snowid_resume_above_columns()`
+/// resumes above the rows, and IDs stay above them after one more restart.
+fn lost_state_is_fenced_until_resumed(kind: Damage) {
+    let mut cluster = cluster_with_rows(1, 1000);
+    let old_max = max_id(&mut cluster.client());
+    cluster.stop("fast");
+    damage(&cluster, kind);
+    cluster.set_wall_clock_offset(BEHIND);
+    start(&mut cluster);
+    assert_refuses(&cluster, 1, old_max, &format!("{kind:?}, first start"));
+    assert_clock_behind(&mut cluster.client(), old_max);
+    for mode in ["fast", "immediate"] {
+        restart(&mut cluster, mode);
+        assert_refuses(
+            &cluster,
+            1,
+            old_max,
+            &format!("{kind:?}, after a {mode} restart"),
+        );
+    }
+    kill_a_backend(&cluster);
+    assert_refuses(
+        &cluster,
+        1,
+        old_max,
+        &format!("{kind:?}, after a backend was killed"),
+    );
+
+    let mut db = cluster.client();
+    resume(&mut db, old_max);
+    let mut highest = assert_generates_above(&mut db, 1, old_max, "once resumed");
+    db.execute("INSERT INTO t DEFAULT VALUES", &[]).unwrap();
+    highest = highest.max(max_id(&mut db));
+    assert_eq!(generating(&mut db), "yes");
+    drop(db);
+    restart(&mut cluster, "fast");
+    assert_generates_above(
+        &mut cluster.client(),
+        1,
+        highest,
+        "after a restart once resumed",
+    );
+}
+
+/// Guards against a deleted state file starting a fresh, unfenced state (0.3.0 issued 1,001 of
+/// 1,001 IDs below earlier ones): `global/9128` removed while the server is stopped.
+#[test]
+fn a_deleted_state_is_fenced_until_resumed() {
+    lost_state_is_fenced_until_resumed(Damage::Deleted);
+}
+
+/// Guards against a state file truncated to 0 bytes starting a fresh, unfenced state (0.3.0
+/// issued 1,001 of 1,001 IDs below earlier ones).
+#[test]
+fn a_state_truncated_to_zero_bytes_is_fenced_until_resumed() {
+    lost_state_is_fenced_until_resumed(Damage::TruncatedToZeroBytes);
+}
+
+/// Guards against a state file cut to its first page (8192 bytes) starting a fresh, unfenced
+/// state (0.3.0 issued 1,001 of 1,001 IDs below earlier ones).
+#[test]
+fn a_state_cut_to_its_first_page_is_fenced_until_resumed() {
+    lost_state_is_fenced_until_resumed(Damage::CutToItsFirstPage);
+}
+
+/// Guards against a state file whose pages are all zero bytes (its length kept) starting a
+/// fresh, unfenced state (0.3.0 issued 1,001 of 1,001 IDs below earlier ones).
+#[test]
+fn a_state_with_every_page_zeroed_is_fenced_until_resumed() {
+    lost_state_is_fenced_until_resumed(Damage::EveryPageZeroed);
+}
+
+/// Guards against a state file whose block 0 alone is zeroed starting a fresh, unfenced state
+/// (0.3.0 issued 1,001 of 1,001 IDs below earlier ones).
+#[test]
+fn a_state_with_block_0_zeroed_is_fenced_until_resumed() {
+    lost_state_is_fenced_until_resumed(Damage::Block0Zeroed);
+}
+
+/// What a 0.2.0 server leaves in its data directory: `snowid.state` with a lease, and no pages.
+fn leave_0_2_0_state(cluster: &Cluster, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
+    let record = Record {
+        epoch_unix_ms: EPOCH,
+        base_unix_ms: lease_end_unix_ms - 1501,
+        lease_end_unix_ms,
+    };
+    let file = StateFile {
+        sealed_at_lsn: sealed_at,
+        ..StateFile::running(record)
+    };
+    cluster.remove_file(STATE);
+    cluster.put_file("snowid.state", file.encode().as_bytes());
+}
+
+/// A cluster with rows on shard `shard` whose data directory then holds a stale 0.2.0 file:
+/// sealed at another checkpoint, with a lease that ended a minute ago, before the rows' IDs. It
+/// is started with its clock 10 minutes behind, and nothing has called snowid since (not even
+/// to decode). Returns the rows' highest ID.
+fn started_on_a_stale_0_2_0_file(shard: i32) -> (Cluster, i64) {
+    let mut cluster = cluster_with_rows(shard, 1000);
+    let old_max = max_id(&mut cluster.client());
+    cluster.stop("fast");
+    let lease_end = now_unix_ms() - 60_000;
+    leave_0_2_0_state(&cluster, lease_end, Some(0x1_0000_0028));
+    cluster.set_wall_clock_offset(BEHIND);
+    assert!(
+        unix_ms_of(old_max) > lease_end,
+        "the rows' IDs are later than the file's lease (the test is sharp)"
+    );
+    start(&mut cluster);
+    (cluster, old_max)
+}
+
+/// Resumes above `t`, checks the IDs, restarts (the clock still behind) and checks again.
+fn resume_and_generate_above(cluster: &mut Cluster, old_max: i64) {
+    let mut db = cluster.client();
+    resume(&mut db, old_max);
+    let highest = assert_generates_above(&mut db, 1, old_max, "once resumed");
+    drop(db);
+    restart(cluster, "fast");
+    assert_generates_above(
+        &mut cluster.client(),
+        1,
+        highest,
+        "after a restart once resumed",
+    );
+}
+
+/// Guards against losing the verdict on a stale 0.2.0 file to a crash restart: 0.3.0 refused the
+/// file (55000) at its first start, but a backend killed with SIGKILL before the first
+/// `snowid_next` re-created shared memory without the verdict; the crash restart then trusted
+/// the file and generated (issue 26 measured 1,001 of 1,001 IDs below earlier ones). Here the
+/// refusal must outlive the crash restart and one more restart, until resumed.
+#[test]
+fn a_stale_0_2_0_verdict_outlives_a_backend_killed_before_the_first_id() {
+    let (mut cluster, old_max) = started_on_a_stale_0_2_0_file(1);
+    kill_a_backend(&cluster);
+    assert_refuses(&cluster, 1, old_max, "after a backend was killed");
+    assert_clock_behind(&mut cluster.client(), old_max);
+    restart(&mut cluster, "fast");
+    assert_refuses(&cluster, 1, old_max, "after one more restart");
+    resume_and_generate_above(&mut cluster, old_max);
+}
+
+/// Guards against losing the verdict on a stale 0.2.0 file to an immediate restart before the
+/// first `snowid_next` (0.3.0 then issued 1,001 of 1,001 IDs below earlier ones): the refusal
+/// must outlive it, until resumed.
+#[test]
+fn a_stale_0_2_0_verdict_outlives_an_immediate_restart_before_the_first_id() {
+    let (mut cluster, old_max) = started_on_a_stale_0_2_0_file(1);
+    restart(&mut cluster, "immediate");
+    assert_refuses(&cluster, 1, old_max, "after an immediate restart");
+    assert_clock_behind(&mut cluster.client(), old_max);
+    resume_and_generate_above(&mut cluster, old_max);
+}
+
+/// Guards against `snowid_info()` telling an operator all is well while a refused import is
+/// pending (0.3.0 said `generating` = `yes` before the first `snowid_next`, which then refused):
+/// before anything is generated, it says `no: fenced ...`, and again after the refusal; once
+/// resumed it says `yes`.
+#[test]
+fn snowid_info_reports_a_pending_refused_import_as_fenced() {
+    let (cluster, old_max) = started_on_a_stale_0_2_0_file(1);
+    let mut db = cluster.client();
+    let before = generating(&mut db);
+    assert!(
+        before.starts_with("no: fenced"),
+        "before any snowid_next, snowid_info() says generating = {before:?}"
+    );
+    drop(db);
+    assert_refuses(&cluster, 1, old_max, "the first snowid_next");
+    let mut db = cluster.client();
+    assert_clock_behind(&mut db, old_max);
+    resume(&mut db, old_max);
+    assert_eq!(generating(&mut db), "yes");
+    assert_generates_above(&mut db, 1, old_max, "once resumed");
+}
+
+/// A second server whose clock is 10 minutes behind, that owns every shard.
+fn server_b() -> Cluster {
+    let mut b = Cluster::init();
+    b.fake_wall_clock();
+    b.set_wall_clock_offset(BEHIND);
+    b.set("shared_preload_libraries", "'snowid'");
+    start(&mut b);
+    b.client().batch_execute("CREATE EXTENSION snowid").unwrap();
+    b
+}
+
+/// `snowid_release(7)` must be refused (55000, with a hint): the server does not know its last
+/// ID for shard 7.
+fn assert_release_refused(a: &Cluster, a_max: i64, when: &str) {
+    match a.client().query_one("SELECT snowid_release(7)", &[]) {
+        Ok(row) => panic!(
+            "{when}: snowid_release(7) returned {} instead of refusing; A's shard-7 IDs go up \
+             to {a_max}",
+            row.get::<_, i64>(0)
+        ),
+        Err(err) => {
+            assert_eq!(code(&err), "55000", "{when}: {}", describe(&err));
+            let hint = err.as_db_error().unwrap().hint().unwrap_or("");
+            assert!(
+                !hint.trim().is_empty(),
+                "{when}: the refusal has a hint: {}",
+                describe(&err)
+            );
+        }
+    }
+}
+
+/// The README's hand-off, once A knows its IDs again: `snowid_release(7)` on A returns an ID at
+/// or above every one of A's shard-7 IDs, and B, its clock 10 minutes behind, resumes above it
+/// and issues IDs for 7 above all of A's.
+fn hand_off_7(a: &Cluster, a_max: i64) {
+    let last: i64 = a
+        .client()
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap_or_else(|e| panic!("snowid_release(7) once A knows: {}", describe(&e)))
+        .get(0);
+    assert!(
+        last >= a_max,
+        "snowid_release(7) returned {last}, below A's shard-7 ID {a_max}"
+    );
+    let b = server_b();
+    let mut on_b = b.client();
+    assert_clock_behind(&mut on_b, a_max);
+    on_b.query_one("SELECT snowid_resume_above($1)", &[&last])
+        .unwrap_or_else(|e| panic!("resume above on B: {}", describe(&e)));
+    assert_generates_above(&mut on_b, 7, a_max, "B, after the hand-off");
+}
+
+/// Guards against releasing a shard whose last ID the server does not know (0.3.0, its state
+/// lost, recorded a made-up last ID, 7168, shard 7 at the epoch, and B, resuming above it, issued
+/// 1,000 of 1,000 IDs below A's): with `global/9128` deleted, `snowid_release(7)` is refused
+/// (55000, with a hint); once resumed, it returns an ID at or above A's, and B's IDs are above
+/// A's.
+#[test]
+fn a_release_on_a_server_whose_state_was_lost_is_refused_until_resumed() {
+    let mut a = cluster_with_rows(7, 1000);
+    let a_max = max_id(&mut a.client());
+    a.stop("fast");
+    damage(&a, Damage::Deleted);
+    a.set_wall_clock_offset(BEHIND);
+    start(&mut a);
+    assert_release_refused(&a, a_max, "state deleted");
+    resume(&mut a.client(), a_max);
+    hand_off_7(&a, a_max);
+}
+
+/// Guards against releasing a shard on a server fenced by a stale 0.2.0 file (0.3.0 recorded a
+/// last ID taken from the stale file's lease, below A's IDs, so B, resuming above it, issued IDs
+/// below A's): `snowid_release(7)` is refused (55000, with a hint); once resumed, the hand-off
+/// keeps B above A.
+#[test]
+fn a_release_on_a_server_fenced_by_a_stale_0_2_0_file_is_refused_until_resumed() {
+    let (a, a_max) = started_on_a_stale_0_2_0_file(7);
+    assert_release_refused(&a, a_max, "stale 0.2.0 file");
+    resume(&mut a.client(), a_max);
+    hand_off_7(&a, a_max);
+}
+
+/// Guards against releasing a shard under a later `snowid.epoch` than its IDs were issued under
+/// (0.3.0 recorded a made-up last ID, 7168, shard 7 at the epoch, and B issued IDs below
+/// A's): with the epoch moved to a day before now, `snowid_release(7)` is refused (55000); with
+/// the epoch put back, the hand-off keeps B above A.
+#[test]
+fn a_release_under_a_later_epoch_is_refused_until_the_epoch_is_put_back() {
+    let mut a = cluster_with_rows(7, 1000);
+    let a_max = max_id(&mut a.client());
+    a.stop("fast");
+    let later = (now_unix_ms() - 86_400_000) / 1000 * 1000;
+    assert!(later > EPOCH, "a day ago is later than the default epoch");
+    a.set("snowid.epoch", &format!("'{}'", format_epoch(later)));
+    start(&mut a);
+    let err = a
+        .client()
+        .query_one("SELECT snowid_next(7)", &[])
+        .expect_err("generation refuses a later epoch (the test is sharp)");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    assert_release_refused(&a, a_max, "a later epoch");
+    a.stop("fast");
+    a.set("snowid.epoch", &format!("'{}'", format_epoch(EPOCH)));
+    start(&mut a);
+    hand_off_7(&a, a_max);
+}
+
+/// Whether this build has pg_upgrade; if not, reports the test as not run.
+fn has_pg_upgrade(test: &str) -> bool {
+    let bin_dir = pg_bin_dir();
+    if bin_dir.join("pg_upgrade").exists() {
+        return true;
+    }
+    snowid_integration::not_run(
+        test,
+        &format!(
+            "this PostgreSQL build has no pg_upgrade ({}); the other majors run it",
+            bin_dir.display()
+        ),
+    );
+    false
+}
+
+/// The bin directory of the PostgreSQL the tests run against, as the harness finds it.
+fn pg_bin_dir() -> std::path::PathBuf {
+    let pg_config = std::env::var("SNOWID_PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+    let out = std::process::Command::new(&pg_config)
+        .arg("--bindir")
+        .output()
+        .expect("run pg_config");
+    std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A stopped old cluster with snowid preloaded, a faked clock and 1,000 rows keyed by
+/// `snowid_next(shard)`, and a fresh new cluster with snowid preloaded, its clock 10 minutes
+/// behind. Returns both and the old rows' highest ID.
+fn clusters_to_upgrade(mut old: Cluster, shard: i32) -> (Cluster, Cluster, i64) {
+    old.fake_wall_clock();
+    old.set("shared_preload_libraries", "'snowid'");
+    start(&mut old);
+    let mut db = old.client();
+    db.batch_execute(&format!(
+        "CREATE EXTENSION snowid;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next({shard}));
+         INSERT INTO t SELECT FROM generate_series(1, 1000);"
+    ))
+    .unwrap();
+    let old_max = max_id(&mut db);
+    drop(db);
+    old.stop("fast");
+    let mut new = Cluster::init();
+    new.set("shared_preload_libraries", "'snowid'");
+    new.fake_wall_clock();
+    new.set_wall_clock_offset(BEHIND);
+    (old, new, old_max)
+}
+
+/// Runs `pg_upgrade` (in copy mode, its default) from `old` to `new`, both stopped, as the
+/// servers' user, with `--check` if asked; fails the test if it fails.
+fn pg_upgrade(old: &Cluster, new: &Cluster, check: bool) -> Output {
+    let mut command = new.server_command("pg_upgrade");
+    command
+        .current_dir(new.dir())
+        .arg("-b")
+        .arg(old.bin_dir())
+        .arg("-B")
+        .arg(new.bin_dir())
+        .arg("-d")
+        .arg(old.pgdata())
+        .arg("-D")
+        .arg(new.pgdata())
+        .arg("-p")
+        .arg(old.port.to_string())
+        .arg("-P")
+        .arg(new.port.to_string());
+    if check {
+        command.arg("--check");
+    }
+    let out = command.output().expect("run pg_upgrade");
+    assert!(
+        out.status.success(),
+        "pg_upgrade failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The old cluster, started again with its clock 10 minutes behind, generates above its rows,
+/// also after `restarts` more restarts.
+fn old_cluster_generates(old: &mut Cluster, old_max: i64, restarts: usize, after: &str) {
+    old.set_wall_clock_offset(BEHIND);
+    let mut highest = old_max;
+    for round in 0..=restarts {
+        if round == 0 {
+            start(old);
+        } else {
+            restart(old, "fast");
+        }
+        let when = format!("the old cluster after {after}, start {}", round + 1);
+        let mut db = old.client();
+        if round == 0 {
+            assert_clock_behind(&mut db, old_max);
+        }
+        match db.query_one("SELECT snowid_next(1)", &[]) {
+            Ok(row) => assert!(
+                row.get::<_, i64>(0) > highest,
+                "{when}: issued {}, not above {highest}",
+                row.get::<_, i64>(0)
+            ),
+            Err(err) => panic!("{when}: snowid_next(1) refused: {}", describe(&err)),
+        }
+        let generating = generating(&mut db);
+        assert_eq!(generating, "yes", "{when}: snowid_info() says");
+        highest = assert_generates_above(&mut db, 1, highest, &when);
+        db.execute("INSERT INTO t DEFAULT VALUES", &[])
+            .unwrap_or_else(|e| panic!("{when}: INSERT: {}", describe(&e)));
+        highest = highest.max(max_id(&mut db));
+    }
+}
+
+/// Guards against `pg_upgrade --check` fencing the cluster it only checked (0.3.0 left
+/// `snowid.upgraded` in the old cluster, which then refused with 55000, durably): after the
+/// check, the old cluster starts again and generates above its old IDs, also after a restart.
+#[test]
+fn pg_upgrade_check_leaves_the_old_cluster_generating() {
+    if !has_pg_upgrade("pg_upgrade_check_leaves_the_old_cluster_generating") {
+        return;
+    }
+    let (mut old, new, old_max) = clusters_to_upgrade(Cluster::init(), 1);
+    let out = pg_upgrade(&old, &new, true);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Clusters are compatible"),
+        "the check ran: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    old_cluster_generates(&mut old, old_max, 1, "pg_upgrade --check");
+}
+
+/// Guards against an abandoned upgrade fencing the cluster it was abandoned for (0.3.0 left
+/// `snowid.upgraded` in the old cluster during a copy-mode `pg_upgrade`, and the old cluster,
+/// started again, refused with 55000, durably): after a real `pg_upgrade` in copy mode, whose new
+/// cluster is fenced, the operator goes back to the old cluster, which generates above its old
+/// IDs, also after two restarts.
+#[test]
+fn an_abandoned_copy_mode_upgrade_leaves_the_old_cluster_generating() {
+    if !has_pg_upgrade("an_abandoned_copy_mode_upgrade_leaves_the_old_cluster_generating") {
+        return;
+    }
+    let (mut old, mut new, old_max) = clusters_to_upgrade(Cluster::init(), 1);
+    pg_upgrade(&old, &new, false);
+    start(&mut new);
+    assert_refuses(&new, 1, old_max, "the new cluster made by pg_upgrade");
+    new.stop("fast");
+    drop(new);
+    old_cluster_generates(&mut old, old_max, 2, "an abandoned pg_upgrade");
+}
+
+/// Guards against releasing a shard on a cluster fenced by `pg_upgrade` (0.3.0 recorded a
+/// made-up last ID, 7168, and B, resuming above it, issued IDs below the old cluster's): on the
+/// upgraded cluster `snowid_release(7)` is refused (55000, with a hint); once resumed, it returns
+/// an ID at or above the old cluster's shard-7 IDs, and B's IDs are above them.
+#[test]
+fn a_release_on_a_cluster_fenced_by_pg_upgrade_is_refused_until_resumed() {
+    if !has_pg_upgrade("a_release_on_a_cluster_fenced_by_pg_upgrade_is_refused_until_resumed") {
+        return;
+    }
+    let (old, mut new, a_max) = clusters_to_upgrade(Cluster::init(), 7);
+    pg_upgrade(&old, &new, false);
+    start(&mut new);
+    assert_release_refused(&new, a_max, "after pg_upgrade");
+    resume(&mut new.client(), a_max);
+    hand_off_7(&new, a_max);
+}
+
+/// How a standby of the upgraded cluster is made, before the new primary resumes.
+#[derive(Clone, Copy, Debug)]
+enum StandbyMadeBy {
+    /// `pg_basebackup -R` from the started new primary, before anything called snowid there.
+    BaseBackup,
+    /// A copy of the new cluster's data directory taken after `pg_upgrade`, before the new
+    /// primary's first start, as the rsync step in `pg_upgrade`'s documentation makes it.
+    CopyBeforeTheFirstStart,
+}
+
+/// A streaming standby of `primary` from a copy of its data directory, taken while it is
+/// stopped; not started.
+fn cold_copy_as_standby(primary: &Cluster) -> Cluster {
+    let standby = Cluster::init();
+    let data = standby.pgdata();
+    standby.run_as_server_user("rm", &["-rf".as_ref(), data.as_os_str()]);
+    standby.run_as_server_user(
+        "cp",
+        &[
+            "-a".as_ref(),
+            primary.pgdata().as_os_str(),
+            data.as_os_str(),
+        ],
+    );
+    standby.set("port", &standby.port.to_string());
+    standby.set(
+        "unix_socket_directories",
+        &format!("'{}'", standby.dir().display()),
+    );
+    standby.set(
+        "primary_conninfo",
+        &format!("'host=127.0.0.1 port={} user=postgres'", primary.port),
+    );
+    standby.run_as_server_user("touch", &[data.join("standby.signal").as_os_str()]);
+    standby
+}
+
+/// After a real `pg_upgrade`, a standby of the new cluster, its clock 10 minutes behind, is made
+/// before the new primary resumes; the new primary refuses, then resumes and inserts rows; the
+/// standby replays them and is promoted after the primary stops. It must generate above every
+/// primary ID, also after a restart.
+fn a_standby_of_an_upgraded_cluster_generates_once_promoted(made_by: StandbyMadeBy) {
+    let (old, mut new, old_max) = clusters_to_upgrade(Cluster::init(), 1);
+    pg_upgrade(&old, &new, false);
+    drop(old);
+    let mut standby = match made_by {
+        StandbyMadeBy::CopyBeforeTheFirstStart => {
+            let standby = cold_copy_as_standby(&new);
+            start(&mut new);
+            standby
+        }
+        StandbyMadeBy::BaseBackup => {
+            start(&mut new);
+            Cluster::base_backup_of(&new, true)
+        }
+    };
+    standby.fake_wall_clock();
+    standby.set_wall_clock_offset(BEHIND);
+    start(&mut standby);
+
+    let mut db = new.client();
+    let err = db
+        .query_one("SELECT snowid_next(1)", &[])
+        .expect_err("the upgraded cluster is fenced before the resume");
+    assert_fence_error(&err, "the new primary before the resume");
+    resume(&mut db, old_max);
+    db.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)")
+        .unwrap();
+    let primary_max = max_id(&mut db);
+    assert!(primary_max > old_max);
+    drop(db);
+    standby.wait_for_replay_of(&new);
+    let replayed = max_id(&mut standby.client());
+    assert_eq!(replayed, primary_max, "the standby replayed the rows");
+    new.stop("immediate");
+    standby.promote();
+
+    let mut db = standby.client();
+    assert_clock_behind(&mut db, primary_max);
+    let highest = assert_generates_above(&mut db, 1, primary_max, "the promoted standby");
+    let generating = generating(&mut db);
+    assert_eq!(
+        generating, "yes",
+        "the promoted standby: snowid_info() says"
+    );
+    db.execute("INSERT INTO t DEFAULT VALUES", &[])
+        .unwrap_or_else(|e| panic!("INSERT on the promoted standby: {}", describe(&e)));
+    drop(db);
+    restart(&mut standby, "fast");
+    assert_generates_above(
+        &mut standby.client(),
+        1,
+        highest,
+        "the promoted standby after a restart",
+    );
+}
+
+/// Guards against a standby of an upgraded cluster staying fenced after it replayed the resume
+/// (0.3.0: a standby made by `pg_basebackup` before the new primary's resume, promoted later,
+/// refused with 55000): here the standby is made by `pg_basebackup` from the started new
+/// primary before anything called snowid there.
+#[test]
+fn a_base_backup_standby_of_an_upgraded_cluster_generates_once_promoted() {
+    if has_pg_upgrade("a_base_backup_standby_of_an_upgraded_cluster_generates_once_promoted") {
+        a_standby_of_an_upgraded_cluster_generates_once_promoted(StandbyMadeBy::BaseBackup);
+    }
+}
+
+/// Guards against the same with a standby made the way `pg_upgrade`'s documentation makes
+/// standbys (its rsync step: a copy of the new cluster before its first start), which 0.3.0 also
+/// left fenced after promotion though it replayed the resume.
+#[test]
+fn a_standby_copied_before_the_upgraded_cluster_started_generates_once_promoted() {
+    if has_pg_upgrade(
+        "a_standby_copied_before_the_upgraded_cluster_started_generates_once_promoted",
+    ) {
+        a_standby_of_an_upgraded_cluster_generates_once_promoted(
+            StandbyMadeBy::CopyBeforeTheFirstStart,
+        );
+    }
+}
