@@ -255,9 +255,9 @@ fn at_the_end_of_the_lease(disk: &Arc<Disk>) -> Arc<Shared> {
 }
 
 /// Guards against publishing a lease before it is durable, and against two callers writing at
-/// once: two callers race past the end of the lease. Whatever the interleaving, each ID either
-/// is refused (its caller found the claim taken and its wait was cancelled) or lies under the
-/// durable lease, and the durable lease was written once.
+/// once: two callers race past the end of the lease. Whatever the interleaving, every ID lies
+/// under the durable lease, and the caller that found the claim taken waited for its holder and
+/// then issued too (its waits yield to the holder, and are never used up here).
 #[test]
 fn no_id_is_issued_past_the_durable_lease() {
     model(|| {
@@ -286,7 +286,10 @@ fn no_id_is_issued_past_the_durable_lease() {
             .map(|c| c.join().unwrap())
             .filter(|&ok| ok)
             .count();
-        assert!(issued >= 1, "the claimer issued");
+        assert_eq!(
+            issued, 2,
+            "the waiter issued too, once the claimer was done"
+        );
         assert!(disk.end_ms.load(SeqCst) > first_end);
     });
 }
@@ -352,10 +355,7 @@ fn releases_and_resumes_race_callers_safely() {
         g.resume_above(decompose(above).unwrap()).unwrap();
         match issuer.join().unwrap() {
             Ok(id) => assert!(id > above, "{id} issued below the resume above {above}"),
-            Err(e) => assert!(
-                matches!(e, Refused::Released | Refused::Interrupted),
-                "{e:?}"
-            ),
+            Err(e) => assert!(matches!(e, Refused::Released), "{e:?}"),
         }
     });
 }
@@ -385,10 +385,7 @@ fn nothing_is_issued_while_fenced() {
         g.resume_above(decompose(above).unwrap()).unwrap();
         match issuer.join().unwrap() {
             Ok(id) => assert!(id > above, "{id} issued below {above}"),
-            Err(e) => assert!(
-                matches!(e, Refused::Fenced(_) | Refused::Interrupted),
-                "{e:?}"
-            ),
+            Err(e) => assert!(matches!(e, Refused::Fenced(_)), "{e:?}"),
         }
         assert!(g.next_id(shard(3)).unwrap() > above);
     });
