@@ -75,7 +75,9 @@ pub enum Refused<E> {
     EpochMovedLater { recorded_epoch_unix_ms: i64 },
     /// The durable state could not be read or changed, so nothing depending on it was done.
     Persist(E),
-    /// A wait was cancelled.
+    /// A wait was cancelled: by a host whose waits return when cancelled (the simulated ones of
+    /// the tests). PostgreSQL's waits raise the cancel's own error instead, so inside the
+    /// extension this is never returned.
     Interrupted,
     /// A resume would move the time base more than [`MAX_RESUME_AHEAD_MS`] past the clock.
     TooFarAhead {

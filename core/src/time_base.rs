@@ -53,9 +53,6 @@ pub struct TimeBase {
     /// none), and the most it has been ahead since.
     ahead_since_ms: AtomicI64,
     ahead_peak_ms: AtomicI64,
-    /// Forward steps followed, and glitches ignored, since start.
-    steps_forward: AtomicU64,
-    glitches: AtomicU64,
 }
 
 /// What a comparison with the wall clock found.
@@ -89,8 +86,6 @@ impl TimeBase {
             steps_back: AtomicU64::new(0),
             ahead_since_ms: AtomicI64::new(NONE),
             ahead_peak_ms: AtomicI64::new(0),
-            steps_forward: AtomicU64::new(0),
-            glitches: AtomicU64::new(0),
         };
         base.restart(now, floor_unix_ms);
         base
@@ -106,8 +101,6 @@ impl TimeBase {
         self.steps_back.store(0, Relaxed);
         self.ahead_since_ms.store(NONE, Relaxed);
         self.ahead_peak_ms.store(0, Relaxed);
-        self.steps_forward.store(0, Relaxed);
-        self.glitches.store(0, Relaxed);
     }
 
     /// The base in Unix milliseconds at monotonic time `mono_ms`, and whether a comparison with
@@ -189,7 +182,6 @@ impl TimeBase {
             return None;
         }
         self.follow(now);
-        self.steps_forward.fetch_add(1, Relaxed);
         Some(Forward::Followed {
             ms: ahead,
             confirmed_after_ms: lasted_ms,
@@ -202,7 +194,6 @@ impl TimeBase {
         if since == NONE {
             return None;
         }
-        self.glitches.fetch_add(1, Relaxed);
         Some(Forward::Ignored {
             ms: self.ahead_peak_ms.load(Relaxed),
             lasted_ms: now.mono_ms - since,
@@ -229,16 +220,6 @@ impl TimeBase {
     /// Backward steps of the wall clock seen since start.
     pub fn steps_back(&self) -> u64 {
         self.steps_back.load(Relaxed)
-    }
-
-    /// Forward steps followed since start.
-    pub fn steps_forward(&self) -> u64 {
-        self.steps_forward.load(Relaxed)
-    }
-
-    /// Forward glitches ignored since start.
-    pub fn glitches(&self) -> u64 {
-        self.glitches.load(Relaxed)
     }
 }
 
@@ -316,10 +297,7 @@ mod tests {
             matches!(followed[..], [Forward::Followed { ms: 60_000, confirmed_after_ms }] if confirmed_after_ms >= CONFIRM_FORWARD_MS),
             "{followed:?}"
         );
-        assert_eq!(
-            (base.steps_forward(), base.glitches(), base.steps_back()),
-            (1, 0, 0)
-        );
+        assert_eq!(base.steps_back(), 0);
     }
 
     #[test]
@@ -347,7 +325,6 @@ mod tests {
             matches!(glitches[..], [Forward::Ignored { ms: 86_400_000, lasted_ms }] if (490..=510).contains(&lasted_ms)),
             "{glitches:?}"
         );
-        assert_eq!((base.steps_forward(), base.glitches()), (0, 1));
         assert!(
             seen.iter().all(|c| c.stepped_back_ms == 0),
             "the revert is no backward step"
