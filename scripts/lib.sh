@@ -45,6 +45,17 @@ pg_config_of() {
     esac
 }
 
+# partman_package_of MAJOR: Debian's pg_partman package for that major, as PACKAGE/SUITE, or
+# nothing: 15's is Debian 12's own (pg_partman 4.7.2, installed with apt), 17's Debian 13's (5.2.4)
+# and 18's Debian unstable's (5.5.0), unpacked by scripts/setup. Debian has none for 16.
+partman_package_of() {
+    case "$1" in
+        15) echo postgresql-15-partman/bookworm ;;
+        17) echo postgresql-17-partman/trixie ;;
+        18) echo postgresql-18-partman/sid ;;
+    esac
+}
+
 PG_MAJOR=${SNOWID_PG:-15}
 [ "$PG_MAJOR" = all ] || pg_config_of "$PG_MAJOR" >/dev/null
 # `all` means every major to the scripts that loop over them; to the others it means 15.

@@ -5,8 +5,12 @@
 
 A block preceded by the line `<!-- illustration -->` is not run (it needs several servers, say).
 A block preceded by `<!-- needs EXTENSION -->` runs only when the server has that extension
-available, in the version the README is written for (see NEEDS); otherwise the script prints, once
-per extension, a line `readme: EXTENSION blocks: not run: WHY`, which tests/readme/run reports.
+available in one of the major versions the README is written for (see NEEDS), and one preceded by
+`<!-- needs EXTENSION MAJOR -->` only when it has that major version of it (pg_partman's 4.x and
+5.x APIs differ). When the extension is missing, or in a version the README is not written for,
+the script prints, once per extension, a line `readme: EXTENSION blocks: not run: WHY`, which
+tests/readme/run reports; the blocks for another major version than the installed one are left out
+with a line `readme: EXTENSION N.x blocks: for another version: WHY`.
 A block preceded by `<!-- snippet: PATH#NAME -->` must equal the region of PATH (relative to
 ROOT) between the comment lines `snippet: NAME` and `end snippet`, ignoring common indentation.
 """
@@ -16,11 +20,13 @@ import sys
 import textwrap
 
 FENCE = re.compile(r"^\s*```(\w*)\s*$")
-MARK = re.compile(r"^\s*<!--\s*(illustration|snippet:\s*(\S+)|needs\s+(\w+))\s*-->\s*$")
+MARK = re.compile(
+    r"^\s*<!--\s*(illustration|snippet:\s*(\S+)|needs\s+(\w+)(?:\s+(\d+))?)\s*-->\s*$"
+)
 
-# For each extension a block may need: the oldest major version the README's blocks are written
-# for (pg_partman's 4.x API differs from 5.x's).
-NEEDS = {"pg_partman": 5}
+# For each extension a block may need: the major versions the README's blocks are written for
+# (pg_partman 4.x, Debian 12's, and 5.x, whose APIs differ).
+NEEDS = {"pg_partman": (4, 5)}
 
 
 def blocks(path):
@@ -31,7 +37,10 @@ def blocks(path):
         m = MARK.match(lines[i])
         f = FENCE.match(lines[i])
         if m:
-            marker = ("needs", m.group(3)) if m.group(3) else (m.group(2) or m.group(1))
+            if m.group(3):
+                marker = ("needs", m.group(3), m.group(4))
+            else:
+                marker = m.group(2) or m.group(1)
         elif f:
             lang, start, body = f.group(1), i + 1, []
             i += 1
@@ -46,22 +55,39 @@ def blocks(path):
 
 
 def needs_check(ext):
-    """psql lines that set :needs_EXT to whether the server has EXT available in a version the
-    README is written for, and print the not-run line when it has not."""
+    """psql lines that set :needs_EXT to whether the server has EXT available in a major version
+    the README is written for, and :needs_EXT_N to whether it has major version N; they print
+    the not-run line when it has none of them, and a line for each major version whose blocks are
+    left out."""
     if ext not in NEEDS:
         raise SystemExit(f"README.md: no requirement known for <!-- needs {ext} --> (see NEEDS)")
     var = f"needs_{ext}"
-    return (
-        f"SELECT coalesce(bool_or(split_part(default_version, '.', 1)::int >= {NEEDS[ext]}), false) AS {var},\n"
+    majors = NEEDS[ext]
+    written_for = " and ".join(f"{m}.x" for m in majors)
+    listed = ", ".join(f"'{m}'" for m in majors)
+    columns = "".join(
+        f"       coalesce(bool_or(split_part(default_version, '.', 1) = '{m}'), false) AS {var}_{m},\n"
+        for m in majors
+    )
+    lines = [
+        f"SELECT coalesce(bool_or(split_part(default_version, '.', 1) IN ({listed})), false) AS {var},\n"
+        f"{columns}"
         f"       coalesce('{ext} ' || max(default_version) || ' is installed into PostgreSQL '\n"
-        f"                || current_setting('server_version') || ', and the README is written for {NEEDS[ext]}.x',\n"
-        f"                '{ext} is not installed into PostgreSQL ' || current_setting('server_version')) AS {var}_why\n"
+        f"                || current_setting('server_version') || ', and the README is written for {written_for}',\n"
+        f"                '{ext} is not installed into PostgreSQL ' || current_setting('server_version')) AS {var}_why,\n"
+        f"       coalesce(max(default_version), '') AS {var}_version\n"
         f"FROM pg_available_extensions WHERE name = '{ext}' \\gset\n"
         f"\\if :{var}\n"
-        f"\\else\n"
-        f"\\echo 'readme: {ext} blocks: not run:' :{var}_why\n"
-        f"\\endif\n"
-    )
+    ]
+    for m in majors:
+        lines.append(
+            f"\\if :{var}_{m}\n"
+            f"\\else\n"
+            f"\\echo 'readme: {ext} {m}.x blocks: for another version: {ext}' :{var}_version 'is installed'\n"
+            f"\\endif\n"
+        )
+    lines.append(f"\\else\n\\echo 'readme: {ext} blocks: not run:' :{var}_why\n\\endif\n")
+    return "".join(lines)
 
 
 def sql(readme):
@@ -71,11 +97,14 @@ def sql(readme):
             continue
         block = f"\\echo README.md line {line}\n{text}\n"
         if isinstance(marker, tuple):
-            ext = marker[1]
+            _, ext, major = marker
             if ext not in checked:
                 out.append(needs_check(ext))
                 checked.add(ext)
-            block = f"\\if :needs_{ext}\n{block}\\endif\n"
+            if major is not None and int(major) not in NEEDS[ext]:
+                raise SystemExit(f"README.md line {line}: {ext} {major}.x is not in NEEDS")
+            var = f"needs_{ext}_{major}" if major else f"needs_{ext}"
+            block = f"\\if :{var}\n{block}\\endif\n"
         out.append(block)
     sys.stdout.write("\n".join(out))
 

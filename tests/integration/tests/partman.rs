@@ -1,10 +1,12 @@
-//! snowid keys under pg_partman 5.1.0: a table `PARTITION BY RANGE (id)` keyed by
-//! `DEFAULT snowid_next(5)`, managed by `partman.create_parent` with an integer interval of one
-//! day of IDs (`86400000::bigint << 23`), started at `snowid_from_timestamp(<a UTC midnight>)`.
-//! pg_partman is not part of snowid and is not always installed: `scripts/partman` builds it
-//! from ../shared/vendor. Without it, each test says why it did not run and passes.
+//! snowid keys under pg_partman, in both of its APIs: 4.x (Debian 12's 4.7.2, on PostgreSQL 15)
+//! and 5.x (5.2.4 on 17 and 5.5.0 on 18, from Debian 13's and Debian unstable's packages). A table
+//! `PARTITION BY RANGE (id)` keyed by `DEFAULT snowid_next(5)`, managed by `partman.create_parent`
+//! with an integer interval of one day of IDs (`86400000::bigint << 23`), started at
+//! `snowid_from_timestamp(<a UTC midnight>)`. pg_partman is not part of snowid; `scripts/setup`
+//! installs Debian's packages of it. Debian has none for PostgreSQL 16: there each test says that
+//! it did not run, and why, and passes.
 //!
-//! What these tests establish about pg_partman 5.1.0 on integer (ID) partition sets:
+//! What these tests establish about pg_partman 4.x and 5.x alike on integer (ID) partition sets:
 //! - Its partitions start at `p_start_partition` truncated to a multiple of the interval. The
 //!   default epoch is a UTC midnight, so a multiple of a day of IDs is the first ID of a UTC
 //!   midnight: every partition is one UTC day.
@@ -13,8 +15,10 @@
 //!   land in later days, it adds the days after them. An empty set gets nothing.
 //! - Retention by an integer `part_config.retention` of N days of IDs drops every partition whose
 //!   upper bound is at least N days of IDs below the newest ID, again measured from the data.
-//! - After a gap in inserts longer than `premake` days, new rows land in the default partition
-//!   and maintenance (ignoring the default's rows, 5.x's default) makes nothing for them;
+//! - After a gap in inserts longer than `premake` days, new rows land in the default partition.
+//!   5.x's maintenance ignores them (its default `ignore_default_data`) and makes nothing; 4.x's
+//!   reads them and tries to make their day's partition, which fails, because the default holds
+//!   rows of that day: the whole maintenance call fails until they are moved. In both,
 //!   `partition_data_proc` moves them into partitions of their days, and maintenance carries on.
 //!
 //! Every server here runs under libfaketime with its wall clock set to about noon UTC (of today
@@ -24,11 +28,38 @@ use snowid_integration::postgres::Client;
 use snowid_integration::{not_run, say, Cluster, Watchdog};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The pg_partman these tests are written against (its 4.x API differs).
-const PARTMAN_VERSION: &str = "5.1.0";
 /// One day of IDs: 86,400,000 ms shifted past the shard and sequence bits.
 const DAY_OF_IDS: i64 = 86_400_000 << 23;
 const SECONDS_PER_DAY: u64 = 86_400;
+
+/// The pg_partman API of the installed release: `create_parent`'s partition type and how
+/// maintenance treats rows in the default partition differ between 4.x and 5.x.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Api {
+    /// 4.x (4.7.2 in Debian 12): `p_type := 'native'`; maintenance reads the default partition.
+    V4,
+    /// 5.x (5.2.4 in Debian 13, 5.5.0 in Debian unstable): `p_type := 'range'`; maintenance
+    /// ignores the default partition's rows.
+    V5,
+}
+
+/// A server with snowid and pg_partman, and which pg_partman it has.
+struct Partman {
+    cluster: Cluster,
+    api: Api,
+    version: String,
+}
+
+/// Debian's pg_partman package for a PostgreSQL major, which `scripts/setup` installs (see
+/// `partman_package_of` in scripts/lib.sh); `None` for 16, which Debian does not package.
+fn debian_package(major: &str) -> Option<&'static str> {
+    match major {
+        "15" => Some("postgresql-15-partman 4.7.2 (Debian 12, installed with apt)"),
+        "17" => Some("postgresql-17-partman 5.2.4 (Debian 13)"),
+        "18" => Some("postgresql-18-partman 5.5.0 (Debian unstable)"),
+        _ => None,
+    }
+}
 
 /// The reported name of the running test.
 fn test_name() -> String {
@@ -46,9 +77,9 @@ fn offset_to_noon() -> u64 {
 }
 
 /// A preloaded server whose wall clock is `offset` seconds ahead of real time, with pg_partman
-/// created in the schema `partman`; `None` (after reporting why) when pg_partman 5.1.0 is not
-/// installed into this major.
-fn partman_server(offset: u64) -> Option<Cluster> {
+/// (4.x or 5.x) created in the schema `partman`; `None` (after reporting why) when pg_partman is
+/// not installed into this major.
+fn partman_server(offset: u64) -> Option<Partman> {
     let mut cluster = Cluster::init();
     cluster.fake_wall_clock();
     cluster.set_wall_clock_offset(&format!("+{offset}"));
@@ -64,27 +95,37 @@ fn partman_server(offset: u64) -> Option<Cluster> {
         )
         .unwrap()
         .map(|row| row.get(0));
-    let major = snowid_integration::major();
-    let fix = "run scripts/partman with SNOWID_PG set to this major";
-    match available.as_deref() {
-        Some(PARTMAN_VERSION) => {}
-        None => {
-            not_run(
-                &test_name(),
-                &format!("pg_partman is not installed into PostgreSQL {major}; {fix}"),
-            );
-            return None;
-        }
-        Some(other) => {
+    let version = snowid_integration::major();
+    let major = version.split('.').next().unwrap_or_default();
+    let api = match available.as_deref().and_then(|v| v.split('.').next()) {
+        Some("4") => Api::V4,
+        Some("5") => Api::V5,
+        Some(_) => {
             not_run(
                 &test_name(),
                 &format!(
-                    "pg_partman {other} is installed into PostgreSQL {major}, and these tests use {PARTMAN_VERSION}'s API; {fix}"
+                    "pg_partman {} is installed into PostgreSQL {version}, and these tests know \
+                     the 4.x and 5.x APIs only",
+                    available.unwrap_or_default()
                 ),
             );
             return None;
         }
-    }
+        None => {
+            let why = match debian_package(major) {
+                Some(package) => format!(
+                    "pg_partman is not installed into PostgreSQL {version}; scripts/setup installs \
+                     {package}"
+                ),
+                None => format!(
+                    "Debian has no pg_partman for PostgreSQL {major} (it packages it for 15, 17 \
+                     and 18), and none is installed into this {version}"
+                ),
+            };
+            not_run(&test_name(), &why);
+            return None;
+        }
+    };
     db.batch_execute(
         "CREATE EXTENSION snowid;
          CREATE SCHEMA partman;
@@ -95,7 +136,18 @@ fn partman_server(offset: u64) -> Option<Cluster> {
          ) PARTITION BY RANGE (id);",
     )
     .expect("create snowid, pg_partman and the table");
-    Some(cluster)
+    let version: String = db
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_partman'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    Some(Partman {
+        cluster,
+        api,
+        version,
+    })
 }
 
 /// The first ID of the server's current UTC day, and that day's date.
@@ -111,18 +163,23 @@ fn today(db: &mut Client) -> (i64, String) {
 }
 
 /// `partman.create_parent` for `public.events`: day partitions from `start` (an ID), `premake`
-/// ahead, with the default partition.
-fn create_parent(db: &mut Client, start: i64, premake: i32) {
+/// ahead, with the default partition; the same named arguments in 4.x and 5.x but the type,
+/// `'native'` (4.x's declarative partitioning) or `'range'`.
+fn create_parent(db: &mut Client, api: Api, start: i64, premake: i32) {
+    let p_type = match api {
+        Api::V4 => "native",
+        Api::V5 => "range",
+    };
     let created: bool = db
         .query_one(
             "SELECT partman.create_parent(
                  p_parent_table    := 'public.events',
                  p_control         := 'id',
                  p_interval        := (86400000::bigint << 23)::text,
-                 p_type            := 'range',
+                 p_type            := $3,
                  p_premake         := $1,
                  p_start_partition := $2::bigint::text)",
-            &[&premake, &start],
+            &[&premake, &start, &p_type],
         )
         .expect("create_parent")
         .get(0);
@@ -291,12 +348,12 @@ fn rows_by_partition(db: &mut Client) -> Vec<(String, i64)> {
 /// default.
 #[test]
 fn create_parent_makes_utc_day_partitions_and_todays_rows_land_in_todays() {
-    let Some(cluster) = partman_server(offset_to_noon()) else {
+    let Some(server) = partman_server(offset_to_noon()) else {
         return;
     };
-    let mut db = cluster.client();
+    let mut db = server.cluster.client();
     let (today_id, now) = today(&mut db);
-    create_parent(&mut db, today_id, 3);
+    create_parent(&mut db, server.api, today_id, 3);
 
     let (parts, has_default) = partitions(&mut db);
     assert!(has_default, "create_parent made no default partition");
@@ -322,8 +379,9 @@ fn create_parent_makes_utc_day_partitions_and_todays_rows_land_in_todays() {
         "nothing outside today's partition"
     );
     say(&format!(
-        "partman (PostgreSQL {}): create_parent made {} day partitions from {} UTC (and a default); \
+        "pg_partman {} (PostgreSQL {}): create_parent made {} day partitions from {} UTC (and a default); \
          1000 rows by DEFAULT snowid_next(5) all landed in {}",
+        server.version,
         snowid_integration::major(),
         parts.len(),
         parts[0].lower_utc,
@@ -344,12 +402,12 @@ fn create_parent_makes_utc_day_partitions_and_todays_rows_land_in_todays() {
 #[test]
 fn run_maintenance_keeps_premake_days_ahead_of_the_newest_id() {
     let offset = offset_to_noon();
-    let Some(cluster) = partman_server(offset) else {
+    let Some(server) = partman_server(offset) else {
         return;
     };
-    let mut db = cluster.client();
+    let mut db = server.cluster.client();
     let (today_id, _) = today(&mut db);
-    create_parent(&mut db, today_id, 3);
+    create_parent(&mut db, server.api, today_id, 3);
     let (initial, _) = partitions(&mut db);
     assert_eq!(initial.len(), 4);
 
@@ -373,7 +431,9 @@ fn run_maintenance_keeps_premake_days_ahead_of_the_newest_id() {
     );
 
     // Two days later.
-    cluster.set_wall_clock_offset(&format!("+{}", offset + 2 * SECONDS_PER_DAY));
+    server
+        .cluster
+        .set_wall_clock_offset(&format!("+{}", offset + 2 * SECONDS_PER_DAY));
     let day_2 = today_id + 2 * DAY_OF_IDS;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -411,8 +471,9 @@ fn run_maintenance_keeps_premake_days_ahead_of_the_newest_id() {
         "three days after the newest ID's"
     );
     say(&format!(
-        "partman (PostgreSQL {}): create_parent made {} partitions; run_maintenance made 0 with \
+        "pg_partman {} (PostgreSQL {}): create_parent made {} partitions; run_maintenance made 0 with \
          today's rows, then {} with rows two days on (now {} partitions, the last from {} UTC)",
+        server.version,
         snowid_integration::major(),
         initial.len(),
         after.len() - initial.len(),
@@ -432,13 +493,13 @@ fn run_maintenance_keeps_premake_days_ahead_of_the_newest_id() {
 /// (their tables are gone) and makes the five days after today.
 #[test]
 fn retention_drops_day_partitions_older_than_n_days_of_ids() {
-    let Some(cluster) = partman_server(offset_to_noon()) else {
+    let Some(server) = partman_server(offset_to_noon()) else {
         return;
     };
-    let mut db = cluster.client();
+    let mut db = server.cluster.client();
     let (today_id, _) = today(&mut db);
     let start = today_id - 5 * DAY_OF_IDS;
-    create_parent(&mut db, start, 5);
+    create_parent(&mut db, server.api, start, 5);
     let (initial, _) = partitions(&mut db);
     assert_eq!(initial.len(), 6, "five past days and today: {initial:#?}");
     assert_consecutive_utc_days(&initial, start);
@@ -526,9 +587,10 @@ fn retention_drops_day_partitions_older_than_n_days_of_ids() {
         "the rows of the days kept stay where they were"
     );
     say(&format!(
-        "partman (PostgreSQL {}): create_parent made {} partitions from 5 days back; with a \
+        "pg_partman {} (PostgreSQL {}): create_parent made {} partitions from 5 days back; with a \
          retention of 2 days of IDs, run_maintenance dropped {} ({} rows) and created {}; \
          {} partitions remain, from {} UTC",
+        server.version,
         snowid_integration::major(),
         initial.len(),
         dropped.len(),
@@ -542,24 +604,26 @@ fn retention_drops_day_partitions_older_than_n_days_of_ids() {
 /// Guards against the recovery the README gives for a quiet spell longer than `premake` days
 /// failing, or the spell itself losing rows: with `premake` 2, the server's clock moves five
 /// days on, past the last premade day. Rows inserted then by the default must not be lost:
-/// they land in the default partition, and `run_maintenance` (which in 5.x ignores the default
-/// partition's rows) makes no partition for their day. `CALL partman.partition_data_proc()`
-/// must then move every one of them into a new partition of their UTC day, leaving the default
-/// empty, after which `run_maintenance` keeps `premake` days ahead of them again.
+/// they land in the default partition. `run_maintenance` makes no partition for their day: 5.x
+/// ignores the default partition's rows and succeeds without a change; 4.x reads them, tries to
+/// attach their day's partition, and fails ("updated partition constraint for default partition
+/// ... would be violated"), changing nothing. `CALL partman.partition_data_proc()` must then move
+/// every one of them into a new partition of their UTC day, leaving the default empty, after which
+/// `run_maintenance` succeeds and keeps `premake` days ahead of them again.
 #[test]
 fn a_quiet_spell_longer_than_premake_is_recovered_by_partition_data_proc() {
     let offset = offset_to_noon();
-    let Some(cluster) = partman_server(offset) else {
+    let Some(server) = partman_server(offset) else {
         return;
     };
-    let mut db = cluster.client();
+    let mut db = server.cluster.client();
     let (today_id, _) = today(&mut db);
-    create_parent(&mut db, today_id, 2);
+    create_parent(&mut db, server.api, today_id, 2);
     insert_by_default(&mut db, 10, "today ");
     let (initial, _) = partitions(&mut db);
     assert_eq!(initial.len(), 3, "today and premake 2");
 
-    let day_5 = clock_days_on(&cluster, &mut db, offset, 5, today_id);
+    let day_5 = clock_days_on(&server.cluster, &mut db, offset, 5, today_id);
     let rows_at = insert_by_default(&mut db, 100, "five days on ");
     assert_eq!(
         rows_at
@@ -569,12 +633,30 @@ fn a_quiet_spell_longer_than_premake_is_recovered_by_partition_data_proc() {
         vec![("events_default".to_string(), 100)],
         "rows past the premade days go to the default partition"
     );
-    db.batch_execute("CALL partman.run_maintenance_proc()")
-        .unwrap();
+    let maintenance = db.batch_execute("CALL partman.run_maintenance_proc()");
+    let stuck = match (server.api, maintenance) {
+        (Api::V5, Ok(())) => "run_maintenance made 0".to_string(),
+        (Api::V5, Err(e)) => panic!("5.x maintenance failed with rows in the default: {e:?}"),
+        (Api::V4, Ok(())) => {
+            panic!("4.x maintenance succeeded with rows of a day it must make in the default")
+        }
+        (Api::V4, Err(e)) => {
+            let message = e
+                .as_db_error()
+                .map(|d| d.message().to_string())
+                .unwrap_or_else(|| e.to_string());
+            assert!(
+                message.contains("updated partition constraint for default partition")
+                    && message.contains("would be violated"),
+                "4.x maintenance failed otherwise: {message}"
+            );
+            "run_maintenance failed (the default holds rows of the day it would attach)".to_string()
+        }
+    };
     assert_eq!(
         partitions(&mut db).0,
         initial,
-        "5.x maintenance ignores the rows in the default partition"
+        "maintenance made no partition with rows of their day in the default"
     );
 
     db.batch_execute("CALL partman.partition_data_proc('public.events')")
@@ -611,9 +693,10 @@ fn a_quiet_spell_longer_than_premake_is_recovered_by_partition_data_proc() {
         assert_eq!(part.upper - part.lower, DAY_OF_IDS, "{part:?}");
     }
     say(&format!(
-        "partman (PostgreSQL {}): a 5-day quiet spell with premake 2: 100 rows in the default \
-         partition, run_maintenance made 0; partition_data_proc moved them into {} and made {} \
+        "pg_partman {} (PostgreSQL {}): a 5-day quiet spell with premake 2: 100 rows in the default \
+         partition, {stuck}; partition_data_proc moved them into {} and made {} \
          partition(s); run_maintenance then made {} (now {} partitions, the days between left out)",
+        server.version,
         snowid_integration::major(),
         day_5_partition,
         moved.len() - initial.len(),
