@@ -14,7 +14,7 @@
 //! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
-//! | 55000 | generating without preloading, for a shard not owned or released, after the epoch moved later, or while fenced (a stale, unreadable or upgraded state) |
+//! | 55000 | generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing while fenced |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel |
 //! | XX001 | the durable state's pages are damaged |
 

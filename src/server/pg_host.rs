@@ -1,5 +1,6 @@
-//! The issuing protocol's host inside PostgreSQL: the machine's clocks, the durable state in its
-//! pages and the WAL, latch waits, and the server log.
+//! The issuing protocol's host inside PostgreSQL: the machine's clocks, the durable state (through
+//! the start-up decision, its pages and the WAL), latch waits and the claim's condition variable,
+//! and the server log.
 
 use crate::server::shared_memory;
 use crate::server::state::durability::make_durable;
