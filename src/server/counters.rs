@@ -4,8 +4,8 @@
 //! counter per ID, and the first ID of a shard since the last flush notes the shard in a list.
 //! When the process's transaction ends (commit, abort, or a parallel worker's end), the counts
 //! are added to the shards' tallies in shared memory (apart from the stamps the hot path
-//! changes), where `snowid_stats()` reads them. A statement still running has not added its counts yet; the session running it sees them
-//! (see [`unflushed`]).
+//! changes), where `snowid_stats()` reads them. A statement still running has not added its
+//! counts yet; the session running it sees them (see [`unflushed`]).
 
 use crate::server::shared_memory;
 use pgrx::pg_sys;
