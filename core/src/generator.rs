@@ -105,6 +105,19 @@ pub enum Status {
 }
 
 impl Status {
+    /// Why a server in this status refuses to generate or release, if it does.
+    fn refusal<E>(self) -> Option<Refused<E>> {
+        match self {
+            Status::Fenced(fence) => Some(Refused::Fenced(fence)),
+            Status::EpochMovedLater {
+                recorded_epoch_unix_ms,
+            } => Some(Refused::EpochMovedLater {
+                recorded_epoch_unix_ms,
+            }),
+            Status::Generating | Status::NotLoaded => None,
+        }
+    }
+
     /// What a loaded state lets a server configured with `epoch_unix_ms` do: the one rule that
     /// generation and `snowid_info()` share.
     pub fn of(header: &crate::durable::Header, epoch_unix_ms: i64) -> Status {
@@ -539,20 +552,13 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         }
         // The status first, with an acquire load: once it says "generating", the time base read
         // after it is at least as new as when that was said.
-        match self.shared.lease.status() {
-            Status::Generating => {}
-            Status::NotLoaded => {
-                self.load()?;
-                return Ok(None);
-            }
-            Status::Fenced(fence) => return Err(Refused::Fenced(fence)),
-            Status::EpochMovedLater {
-                recorded_epoch_unix_ms,
-            } => {
-                return Err(Refused::EpochMovedLater {
-                    recorded_epoch_unix_ms,
-                })
-            }
+        let status = self.shared.lease.status();
+        if status == Status::NotLoaded {
+            self.load()?;
+            return Ok(None);
+        }
+        if let Some(refused) = status.refusal() {
+            return Err(refused);
         }
         let (base_unix_ms, _) = self.shared.time_base.read(mono_ms);
         let Ok(now_ms) = u64::try_from(base_unix_ms - self.epoch_unix_ms) else {
@@ -809,16 +815,8 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     pub fn release(&self, shard: Shard) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
         self.load_claimed(&claimed)?;
-        match self.shared.lease.status() {
-            Status::Fenced(fence) => return Err(Refused::Fenced(fence)),
-            Status::EpochMovedLater {
-                recorded_epoch_unix_ms,
-            } => {
-                return Err(Refused::EpochMovedLater {
-                    recorded_epoch_unix_ms,
-                })
-            }
-            Status::Generating | Status::NotLoaded => {}
+        if let Some(refused) = self.shared.lease.status().refusal() {
+            return Err(refused);
         }
         let last_id = id_from_stamp(shard_state::release(&self.shared.shard(shard).stamp), shard);
         self.persist(&Change::Release { shard, last_id }, &claimed)?;

@@ -380,6 +380,37 @@ impl Cluster {
         self.dir.join("server.log")
     }
 
+    /// Runs `pg_upgrade` (in copy mode, its default) from `old` into this cluster, both stopped,
+    /// as the servers' user, with `--check` if asked; fails the test if it fails.
+    pub fn pg_upgrade_from(&self, old: &Cluster, check: bool) -> Output {
+        let mut command = self.server_command("pg_upgrade");
+        command
+            .current_dir(self.dir())
+            .arg("-b")
+            .arg(old.bin_dir())
+            .arg("-B")
+            .arg(self.bin_dir())
+            .arg("-d")
+            .arg(old.pgdata())
+            .arg("-D")
+            .arg(self.pgdata())
+            .arg("-p")
+            .arg(old.port.to_string())
+            .arg("-P")
+            .arg(self.port.to_string());
+        if check {
+            command.arg("--check");
+        }
+        let out = command.output().expect("run pg_upgrade");
+        assert!(
+            out.status.success(),
+            "pg_upgrade failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// Waits until the log shows that the server finished a crash restart it had not finished
     /// when this was last called: each crash a test causes is waited for on its own.
     pub fn wait_for_crash_restart(&self) {
@@ -562,6 +593,21 @@ impl Drop for Cluster {
         }
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The SQLSTATE of a server error, or the client error as text.
+pub fn code(err: &postgres::Error) -> String {
+    err.as_db_error()
+        .map(|e| e.code().code().to_string())
+        .unwrap_or_else(|| format!("{err}"))
+}
+
+/// The wall clock now, in Unix milliseconds.
+pub fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 /// Says something in every run, failing or not: it writes to the process's standard error

@@ -5,25 +5,11 @@
 
 use snowid_core::legacy::{Record, StateFile};
 use snowid_integration::postgres::{Client, Error};
-use snowid_integration::{Cluster, Watchdog};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use snowid_integration::{code, now_unix_ms, Cluster, Watchdog};
+use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const EPOCH: i64 = snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS;
-
-fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn code(err: &Error) -> String {
-    err.as_db_error()
-        .map(|e| e.code().code().to_string())
-        .unwrap_or_else(|| format!("{err}"))
-}
-
 fn max_id(db: &mut Client) -> i64 {
     db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0)
 }

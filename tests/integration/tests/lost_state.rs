@@ -11,10 +11,9 @@
 use snowid_core::epoch::{format as format_epoch, DEFAULT_EPOCH_UNIX_MS};
 use snowid_core::legacy::{Record, StateFile};
 use snowid_integration::postgres::{Client, Error};
-use snowid_integration::{Cluster, Watchdog};
+use snowid_integration::{code, now_unix_ms, Cluster, Watchdog};
 use std::fs;
-use std::process::Output;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 const EPOCH: i64 = DEFAULT_EPOCH_UNIX_MS;
@@ -31,20 +30,6 @@ const BEHIND: &str = "-10m";
 fn unix_ms_of(id: i64) -> i64 {
     (id >> 23) + EPOCH
 }
-
-fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn code(err: &Error) -> String {
-    err.as_db_error()
-        .map(|e| e.code().code().to_string())
-        .unwrap_or_else(|| format!("{err}"))
-}
-
 /// A server error as `SQLSTATE message (detail) [hint]`, or the client error.
 fn describe(err: &Error) -> String {
     match err.as_db_error() {
@@ -598,37 +583,6 @@ fn clusters_to_upgrade(mut old: Cluster, shard: i32) -> (Cluster, Cluster, i64) 
     (old, new, old_max)
 }
 
-/// Runs `pg_upgrade` (in copy mode, its default) from `old` to `new`, both stopped, as the
-/// servers' user, with `--check` if asked; fails the test if it fails.
-fn pg_upgrade(old: &Cluster, new: &Cluster, check: bool) -> Output {
-    let mut command = new.server_command("pg_upgrade");
-    command
-        .current_dir(new.dir())
-        .arg("-b")
-        .arg(old.bin_dir())
-        .arg("-B")
-        .arg(new.bin_dir())
-        .arg("-d")
-        .arg(old.pgdata())
-        .arg("-D")
-        .arg(new.pgdata())
-        .arg("-p")
-        .arg(old.port.to_string())
-        .arg("-P")
-        .arg(new.port.to_string());
-    if check {
-        command.arg("--check");
-    }
-    let out = command.output().expect("run pg_upgrade");
-    assert!(
-        out.status.success(),
-        "pg_upgrade failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// The old cluster, started again with its clock 10 minutes behind, generates above its rows,
 /// also after `restarts` more restarts.
 fn old_cluster_generates(old: &mut Cluster, old_max: i64, restarts: usize, after: &str) {
@@ -671,7 +625,7 @@ fn pg_upgrade_check_leaves_the_old_cluster_generating() {
         return;
     }
     let (mut old, new, old_max) = clusters_to_upgrade(Cluster::init(), 1);
-    let out = pg_upgrade(&old, &new, true);
+    let out = new.pg_upgrade_from(&old, true);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("Clusters are compatible"),
         "the check ran: {}",
@@ -691,7 +645,7 @@ fn an_abandoned_copy_mode_upgrade_leaves_the_old_cluster_generating() {
         return;
     }
     let (mut old, mut new, old_max) = clusters_to_upgrade(Cluster::init(), 1);
-    pg_upgrade(&old, &new, false);
+    new.pg_upgrade_from(&old, false);
     start(&mut new);
     assert_refuses(&new, 1, old_max, "the new cluster made by pg_upgrade");
     new.stop("fast");
@@ -709,7 +663,7 @@ fn a_release_on_a_cluster_fenced_by_pg_upgrade_is_refused_until_resumed() {
         return;
     }
     let (old, mut new, a_max) = clusters_to_upgrade(Cluster::init(), 7);
-    pg_upgrade(&old, &new, false);
+    new.pg_upgrade_from(&old, false);
     start(&mut new);
     assert_release_refused(&new, a_max, "after pg_upgrade");
     resume(&mut new.client(), a_max);
@@ -759,7 +713,7 @@ fn cold_copy_as_standby(primary: &Cluster) -> Cluster {
 /// primary ID, also after a restart.
 fn a_standby_of_an_upgraded_cluster_generates_once_promoted(made_by: StandbyMadeBy) {
     let (old, mut new, old_max) = clusters_to_upgrade(Cluster::init(), 1);
-    pg_upgrade(&old, &new, false);
+    new.pg_upgrade_from(&old, false);
     drop(old);
     let mut standby = match made_by {
         StandbyMadeBy::CopyBeforeTheFirstStart => {

@@ -5,17 +5,10 @@
 //! are set back with libfaketime where the scenario needs it.
 
 use snowid_integration::postgres::Client;
-use snowid_integration::{Cluster, Watchdog};
+use snowid_integration::{code, Cluster, Watchdog};
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn code(err: &snowid_integration::postgres::Error) -> String {
-    err.as_db_error()
-        .map(|e| e.code().code().to_string())
-        .unwrap_or_else(|| format!("{err}"))
-}
-
 /// The highest ID per shard in `t`.
 fn max_per_shard(db: &mut Client) -> Vec<(i32, i64)> {
     db.query(
@@ -314,29 +307,7 @@ fn pg_upgrade_fences_the_new_cluster_until_resumed() {
     new.set("shared_preload_libraries", "'snowid'");
     new.fake_wall_clock();
     new.set_wall_clock_offset("-10m");
-    let out = new
-        .server_command("pg_upgrade")
-        .current_dir(new.dir())
-        .arg("-b")
-        .arg(old.bin_dir())
-        .arg("-B")
-        .arg(new.bin_dir())
-        .arg("-d")
-        .arg(old.pgdata())
-        .arg("-D")
-        .arg(new.pgdata())
-        .arg("-p")
-        .arg(old.port.to_string())
-        .arg("-P")
-        .arg(new.port.to_string())
-        .output()
-        .expect("run pg_upgrade");
-    assert!(
-        out.status.success(),
-        "pg_upgrade failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    new.pg_upgrade_from(&old, false);
     for _ in 0..2 {
         new.start().unwrap();
         let mut db = new.client();

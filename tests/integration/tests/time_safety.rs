@@ -310,10 +310,7 @@ fn an_epoch_change_across_a_restart() {
 /// at start-up, naming the date, and still generates.
 #[test]
 fn exhaustion_within_a_year_is_warned_at_startup() {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now_ms = snowid_integration::now_unix_ms();
     let end_ms = now_ms + 182 * 86_400_000;
     let epoch_ms = end_ms - (1_i64 << 40);
     let epoch = snowid_core::epoch::format(epoch_ms);
