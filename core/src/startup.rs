@@ -7,16 +7,18 @@
 //! |---|---|---|---|
 //! | a readable state | (ignored) | any | loaded as it is, with its fence if it has one |
 //! | damaged (a checksum failure, an unknown layout, a bad field) | (ignored) | any | created again, fenced as unreadable |
-//! | missing (no file, fewer pages than the state has, block 0 never written) | there, judged at this start | any | created from the file, fenced if the file was stale or unreadable |
-//! | missing | none | `CREATE EXTENSION` | created fresh under the configured epoch |
-//! | missing | none | `ALTER EXTENSION ... UPDATE` from a version that did not create the state at install | created fresh, as that version would have at its first generation |
-//! | missing | none | generation, where the database's snowid was installed by a version that did not create the state at install | created fresh, likewise |
-//! | missing | none | generation, where the database's snowid was installed by this version | created fenced as lost: the state existed, and the IDs it covered are unknown |
+//! | missing (no file, fewer pages than the state has, block 0 never written), and a database's witness says the cluster had it | (ignored) | any | created fenced as lost |
+//! | missing, no witness | there, judged at this start | any | created from the file, fenced if the file was stale or unreadable |
+//! | missing, no witness | none | `CREATE EXTENSION` | created fresh under the configured epoch |
+//! | missing, no witness | none | `ALTER EXTENSION ... UPDATE` from a version that did not create the state at install | created fresh, as that version would have at its first generation |
+//! | missing, no witness | none | generation, where the database's snowid was installed by a version that did not create the state at install | created fresh, likewise |
+//! | missing, no witness | none | generation, where the database's snowid was installed by this version | created fenced as lost: the state existed, and the IDs it covered are unknown |
 //!
 //! Only a cluster that never had the state starts fresh: since 0.4.0 `CREATE EXTENSION` creates
-//! the state (with its WAL record) before any ID can be issued, so an installed extension without
-//! its state means the state was lost, whether its file was deleted, cut or zeroed, or the
-//! cluster was made by `pg_upgrade`, which does not carry it over. Every outcome but "loaded" is
+//! the state (with its WAL record) before any ID can be issued, and leaves a witness in its
+//! database, so an installed extension without its state, or a witness without it, means the
+//! state was lost, whether its file was deleted, cut or zeroed, or the cluster was made by
+//! `pg_upgrade`, which carries neither over. Every outcome but "loaded" is
 //! made durable (WAL flushed, and confirmed by the synchronous standbys) before anything uses it,
 //! so a crash or an immediate stop cannot lose a verdict.
 
@@ -55,10 +57,12 @@ pub enum StartUp {
     Create(Box<Header>),
 }
 
-/// Decides what the state is, from what the pages hold, what an old version's file says
-/// (already judged at this start, see [`crate::legacy`]), and why it is needed.
+/// Decides what the state is, from what the pages hold, whether a database witnesses that the
+/// cluster had the state, what an old version's file says (already judged at this start, see
+/// [`crate::legacy`]), and why it is needed.
 pub fn decide(
     found: Found,
+    witnessed: bool,
     old_file: Option<Header>,
     occasion: Occasion,
     epoch_unix_ms: i64,
@@ -70,6 +74,7 @@ pub fn decide(
     match found {
         Found::State(state) => StartUp::Loaded(state),
         Found::Damaged(_) => StartUp::Create(Box::new(fenced(Fence::Unreadable))),
+        Found::Missing if witnessed => StartUp::Create(Box::new(fenced(Fence::Lost))),
         Found::Missing => StartUp::Create(Box::new(match (old_file, occasion) {
             (Some(imported), _) => imported,
             (None, Occasion::Install | Occasion::UpdateFromOld) => Header::fresh(epoch_unix_ms),
@@ -118,6 +123,7 @@ mod tests {
         for occasion in EVERY_OCCASION {
             let decision = decide(
                 Found::State(Box::new(state.clone())),
+                true,
                 Some(Header::fresh(EPOCH)),
                 occasion,
                 EPOCH,
@@ -131,6 +137,7 @@ mod tests {
         for occasion in EVERY_OCCASION {
             let header = created(decide(
                 Found::Damaged(Damage::NotAState),
+                false,
                 None,
                 occasion,
                 EPOCH,
@@ -143,7 +150,7 @@ mod tests {
     fn a_lost_state_is_fenced_where_this_version_installed_snowid() {
         // Guards against a deleted, cut or zeroed state file read as a first start: the new
         // state would begin at the clock, below every ID issued before.
-        let header = created(decide(Found::Missing, None, NEW, EPOCH));
+        let header = created(decide(Found::Missing, false, None, NEW, EPOCH));
         assert_eq!(header.fence, Some(Fence::Lost));
         assert_eq!(header.epoch_unix_ms, EPOCH);
     }
@@ -151,8 +158,21 @@ mod tests {
     #[test]
     fn only_an_install_or_an_older_version_starts_fresh() {
         for occasion in [Occasion::Install, Occasion::UpdateFromOld, OLD] {
-            let header = created(decide(Found::Missing, None, occasion, EPOCH));
+            let header = created(decide(Found::Missing, false, None, occasion, EPOCH));
             assert_eq!(header, Header::fresh(EPOCH), "{occasion:?}");
+        }
+    }
+
+    #[test]
+    fn a_witness_fences_a_missing_state_whatever_the_occasion() {
+        // Guards against a fresh state where a database says the cluster had one: CREATE
+        // EXTENSION in another database (or again in the same one) after the state file was
+        // deleted, a database still on an old version's SQL, an old file left beside it.
+        for occasion in EVERY_OCCASION {
+            for old_file in [None, Some(Header::fresh(EPOCH - 9))] {
+                let header = created(decide(Found::Missing, true, old_file, occasion, EPOCH));
+                assert_eq!(header.fence, Some(Fence::Lost), "{occasion:?}");
+            }
         }
     }
 
@@ -168,6 +188,7 @@ mod tests {
         for occasion in EVERY_OCCASION {
             let header = created(decide(
                 Found::Missing,
+                false,
                 Some(imported.clone()),
                 occasion,
                 EPOCH,

@@ -33,30 +33,40 @@ const PAGE_HEADER: usize = 24;
 const BLOCK_SIZE: usize = pg_sys::BLCKSZ as usize;
 
 #[cfg(feature = "pg15")]
-type Locator = pg_sys::RelFileNode;
+pub(super) type Locator = pg_sys::RelFileNode;
 #[cfg(not(feature = "pg15"))]
-type Locator = pg_sys::RelFileLocator;
+pub(super) type Locator = pg_sys::RelFileLocator;
 
-/// The relation: in the global tablespace, in no database.
-fn locator() -> Locator {
+/// A relation numbered [`RELATION_NUMBER`] in a tablespace and database.
+pub(super) fn locator_in(tablespace: pg_sys::Oid, database: pg_sys::Oid) -> Locator {
     #[cfg(feature = "pg15")]
     return pg_sys::RelFileNode {
-        spcNode: pg_sys::GLOBALTABLESPACE_OID,
-        dbNode: pg_sys::InvalidOid,
+        spcNode: tablespace,
+        dbNode: database,
         relNode: pg_sys::Oid::from(RELATION_NUMBER),
     };
     #[cfg(not(feature = "pg15"))]
     return pg_sys::RelFileLocator {
-        spcOid: pg_sys::GLOBALTABLESPACE_OID,
-        dbOid: pg_sys::InvalidOid,
+        spcOid: tablespace,
+        dbOid: database,
         relNumber: pg_sys::Oid::from(RELATION_NUMBER),
     };
 }
 
+/// The relation: in the global tablespace, in no database.
+fn locator() -> Locator {
+    locator_in(pg_sys::GLOBALTABLESPACE_OID, pg_sys::InvalidOid)
+}
+
+/// A relation's storage manager handle.
+pub(super) fn smgr_of(locator: Locator) -> pg_sys::SMgrRelation {
+    // SAFETY: smgropen only builds (or finds) the handle; -1 is "not a temporary relation".
+    unsafe { pg_sys::smgropen(locator, -1) }
+}
+
 /// The relation's storage manager handle.
 fn smgr() -> pg_sys::SMgrRelation {
-    // SAFETY: smgropen only builds (or finds) the handle; -1 is "not a temporary relation".
-    unsafe { pg_sys::smgropen(locator(), -1) }
+    smgr_of(locator())
 }
 
 /// A pinned buffer of one of the relation's pages, locked as asked, released when dropped.
@@ -225,8 +235,8 @@ fn file_block_is_zero(block: u32) -> bool {
 
 /// A zeroed page, aligned as PostgreSQL's I/O wants its buffers.
 #[repr(C, align(4096))]
-struct ZeroPage([u8; BLOCK_SIZE]);
-static ZERO_PAGE: ZeroPage = ZeroPage([0; BLOCK_SIZE]);
+pub(super) struct ZeroPage(pub(super) [u8; BLOCK_SIZE]);
+pub(super) static ZERO_PAGE: ZeroPage = ZeroPage([0; BLOCK_SIZE]);
 
 /// Creates the state, or re-creates it over damaged pages: the relation's file and all its
 /// pages, with `header` in block 0 and no last IDs, in one WAL record of full-page images, which

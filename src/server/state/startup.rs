@@ -10,7 +10,8 @@
 //! - **The pages are damaged** (a checksum failure, an unknown layout, a bad field): created
 //!   again, fenced as unreadable.
 //! - **The pages are missing** (no file, fewer pages than the state has, or block 0 never
-//!   written), and an old version left a file, judged when the postmaster started:
+//!   written), with no witness, and an old version left a file, judged when the postmaster
+//!   started:
 //!   - snowid 0.1.0's or 0.2.0's `snowid.state`: created from it; fenced as stale if it was not
 //!     sealed at the last clean stop, or as unreadable if it cannot be read. A stale verdict is
 //!     written into the file at once, durably, so that the start after a crash (when
@@ -18,6 +19,9 @@
 //!   - snowid 0.3.0's `snowid.upgraded`, left by a cluster in binary-upgrade mode: fenced as
 //!     upgraded. The mark decides nothing where the state exists (the old cluster of a
 //!     `pg_upgrade --check`, a standby copied before the resume).
+//! - **The pages are missing, and a database's witness says the cluster had them** (every
+//!   database where this version installed snowid, or generated, holds one: see
+//!   [`super::witness`]): created **fenced as lost**, whatever the occasion.
 //! - **The pages are missing and nothing old is left**:
 //!   - `CREATE EXTENSION`: created fresh under the configured epoch;
 //!   - `ALTER EXTENSION ... UPDATE` from 0.1.0 to 0.3.0, which created the state at the first
@@ -34,7 +38,7 @@
 //! or replace one.
 
 use super::durability::make_durable;
-use super::pages;
+use super::{pages, witness};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{DurableState, Fence, Header, Unavailable, RELATION_NUMBER};
@@ -229,21 +233,41 @@ fn generation_here() -> Occasion {
 /// The state for generation, created first if the decision says so. Call with the writer's
 /// claim held, in a transaction, on a server that may write WAL.
 pub fn load(epoch_unix_ms: i64) -> Result<DurableState, Unavailable> {
-    if let Found::State(state) = pages::read() {
-        remove_old_files();
-        return Ok(*state);
-    }
-    settle(|found| occasion_for(found, generation_here), epoch_unix_ms)
+    let state = match pages::read() {
+        Found::State(state) => {
+            remove_old_files();
+            *state
+        }
+        _ => settle(|found| occasion_for(found, generation_here), epoch_unix_ms)?,
+    };
+    witness_here();
+    Ok(state)
 }
 
 /// Makes sure the state exists, for `CREATE EXTENSION` (`Occasion::Install`) and `ALTER
 /// EXTENSION ... UPDATE` from an old version (`Occasion::UpdateFromOld`). Returns what was found
 /// or done, for the install script's notice.
 pub fn ensure(occasion: Occasion, epoch_unix_ms: i64) -> Result<(), Unavailable> {
-    if let Found::State(_) = pages::read() {
-        return Ok(());
+    if !matches!(pages::read(), Found::State(_)) {
+        settle(|_| occasion, epoch_unix_ms)?;
     }
-    settle(|_| occasion, epoch_unix_ms).map(drop)
+    witness_here();
+    Ok(())
+}
+
+/// Leaves this database's witness that the cluster has the state, if it is not there yet.
+fn witness_here() {
+    if let Some(lsn) = witness::leave() {
+        // The witness only adds evidence: a wait for the standbys cancelled here loses nothing
+        // that the next load would not write again.
+        let _ = make_durable(lsn);
+    }
+}
+
+/// Whether a database witnesses that the cluster had the state; looked up only for pages found
+/// missing.
+fn witnessed(found: &Found) -> bool {
+    matches!(found, Found::Missing) && witness::anywhere()
 }
 
 /// The occasion is only looked up (with a query) when the pages are missing.
@@ -262,8 +286,10 @@ fn settle(
     let _lock = CreationLock::take();
     let found = pages::read();
     let occasion = occasion(&found);
+    let witnessed = witnessed(&found);
     let header = match decide(
         found,
+        witnessed,
         old_file_header(epoch_unix_ms),
         occasion,
         epoch_unix_ms,
@@ -310,8 +336,10 @@ fn old_file_header(epoch_unix_ms: i64) -> Option<Header> {
 pub fn outlook(epoch_unix_ms: i64) -> Status {
     let found = pages::read();
     let occasion = occasion_for(&found, generation_here);
+    let witnessed = witnessed(&found);
     match decide(
         found,
+        witnessed,
         old_file_header(epoch_unix_ms),
         occasion,
         epoch_unix_ms,

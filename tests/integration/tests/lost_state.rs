@@ -325,6 +325,78 @@ fn a_state_with_block_0_zeroed_is_fenced_until_resumed() {
     lost_state_is_fenced_until_resumed(Damage::Block0Zeroed);
 }
 
+/// Guards against a lost state taken for a first start by `CREATE EXTENSION`: with `global/9128`
+/// deleted while the server was stopped, and nothing generated since, the extension is created
+/// in a new database (and, in another run, dropped and created again in the database that has
+/// the rows). Each database's witness says the cluster had the state, so generation is fenced in
+/// both databases, across a restart, until a superuser resumes above the rows; then IDs are
+/// above them in both.
+fn a_new_install_after_a_lost_state_is_fenced(in_a_new_database: bool) {
+    let mut cluster = cluster_with_rows(1, 1000);
+    let old_max = max_id(&mut cluster.client());
+    cluster.stop("fast");
+    damage(&cluster, Damage::Deleted);
+    cluster.set_wall_clock_offset(BEHIND);
+    start(&mut cluster);
+    let mut db = if in_a_new_database {
+        cluster
+            .client()
+            .batch_execute("CREATE DATABASE other")
+            .unwrap();
+        let mut other = cluster.client_of("other");
+        other.batch_execute("CREATE EXTENSION snowid").unwrap();
+        other
+    } else {
+        let mut db = cluster.client();
+        db.batch_execute(
+            "DROP EXTENSION snowid CASCADE;
+             CREATE EXTENSION snowid;
+             ALTER TABLE t ALTER COLUMN id SET DEFAULT snowid_next(1);",
+        )
+        .unwrap();
+        db
+    };
+    let when = if in_a_new_database {
+        "CREATE EXTENSION in a new database"
+    } else {
+        "DROP and CREATE EXTENSION"
+    };
+    match db.query_one("SELECT snowid_next(1)", &[]) {
+        Ok(row) => issued_instead_of_refusing(&mut db, 1, row.get(0), old_max, when),
+        Err(err) => assert_fence_error(&err, when),
+    }
+    drop(db);
+    assert_refuses(
+        &cluster,
+        1,
+        old_max,
+        &format!("{when}, in the rows' database"),
+    );
+    restart(&mut cluster, "fast");
+    assert_refuses(&cluster, 1, old_max, &format!("{when}, after a restart"));
+
+    let mut db = cluster.client();
+    resume(&mut db, old_max);
+    assert_generates_above(&mut db, 1, old_max, "once resumed");
+    if in_a_new_database {
+        let ids = next_ids(&mut cluster.client_of("other"), 1, 1000);
+        assert!(ids.iter().all(|&id| id > old_max), "the new database too");
+    }
+}
+
+/// See [`a_new_install_after_a_lost_state_is_fenced`]: `CREATE EXTENSION` in a new database.
+#[test]
+fn create_extension_in_another_database_after_a_lost_state_is_fenced() {
+    a_new_install_after_a_lost_state_is_fenced(true);
+}
+
+/// See [`a_new_install_after_a_lost_state_is_fenced`]: `DROP EXTENSION` and `CREATE EXTENSION`
+/// again in the same database.
+#[test]
+fn dropping_and_creating_the_extension_after_a_lost_state_is_fenced() {
+    a_new_install_after_a_lost_state_is_fenced(false);
+}
+
 /// What a 0.2.0 server leaves in its data directory: `snowid.state` with a lease, and no pages.
 fn leave_0_2_0_state(cluster: &Cluster, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
     let record = Record {
