@@ -16,6 +16,7 @@
 
 use pgrx::pg_sys;
 use std::ffi::c_long;
+use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
 /// A change's record is not on the synchronous standbys: the wait for them was cancelled.
 #[derive(Debug)]
@@ -76,13 +77,55 @@ fn sync_standbys_configured() -> bool {
         {
             return false;
         }
-        let status = std::ptr::read_volatile(&(*pg_sys::WalSndCtl).sync_standbys_status);
-        if u32::from(status) & pg_sys::SYNC_STANDBY_INIT != 0 {
-            u32::from(status) & pg_sys::SYNC_STANDBY_DEFINED != 0
+        // The byte after the confirmed positions: `sync_standbys_status` (flags) in the minor
+        // releases of May 2025 and later, `sync_standbys_defined` (a bool) before. Both sit
+        // there, one byte wide; which one it is depends on the running server, not on the
+        // headers snowid was built with, so it is read by place and told apart by version.
+        let lsn = std::ptr::addr_of!((*pg_sys::WalSndCtl).lsn);
+        let byte = std::ptr::read_volatile(lsn.cast::<u8>().add(size_of_val(&*lsn)));
+        if !status_flags() {
+            return byte != 0;
+        }
+        if byte & SYNC_STANDBY_INIT != 0 {
+            byte & SYNC_STANDBY_DEFINED != 0
         } else {
             // Until the checkpointer has first published the setting: this backend's copy, as
             // PostgreSQL's commit wait does.
             !pg_sys::SyncRepStandbyNames.is_null() && *pg_sys::SyncRepStandbyNames != 0
         }
+    }
+}
+
+/// The flags of `sync_standbys_status`.
+const SYNC_STANDBY_INIT: u8 = 1 << 0;
+const SYNC_STANDBY_DEFINED: u8 = 1 << 1;
+
+/// Whether the running server keeps `sync_standbys_status` flags (15.13, 16.9, 17.5, 18 and
+/// later) rather than the `sync_standbys_defined` bool.
+fn status_flags() -> bool {
+    static VERSION: AtomicI32 = AtomicI32::new(0);
+    let mut version = VERSION.load(Relaxed);
+    if version == 0 {
+        // SAFETY: a read of a built-in setting, which always exists; the string is PostgreSQL's.
+        version = unsafe {
+            let text = pg_sys::GetConfigOption(c"server_version_num".as_ptr(), false, false);
+            if text.is_null() {
+                0
+            } else {
+                std::ffi::CStr::from_ptr(text)
+                    .to_str()
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(0)
+            }
+        };
+        VERSION.store(version, Relaxed);
+    }
+    match version / 10000 {
+        ..=14 => false,
+        15 => version >= 150013,
+        16 => version >= 160009,
+        17 => version >= 170005,
+        _ => true,
     }
 }
