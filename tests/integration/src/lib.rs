@@ -500,6 +500,29 @@ impl Cluster {
         self.run_as_server_user("rm", &["-f".as_ref(), target.as_os_str()]);
     }
 
+    /// Makes the stopped cluster's data directory what a 0.2.0 server leaves: `snowid.state`
+    /// with a lease under the default epoch (sealed at `sealed_at`, a checkpoint location, or
+    /// not), and none of this version's files: no state pages (`global/9128`) and no database's
+    /// witness (`base/<database>/9128`).
+    pub fn leave_0_2_0_state(&self, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
+        use snowid_core::legacy::{Record, StateFile};
+        let record = Record {
+            epoch_unix_ms: snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS,
+            base_unix_ms: lease_end_unix_ms - 1501,
+            lease_end_unix_ms,
+        };
+        let file = StateFile {
+            sealed_at_lsn: sealed_at,
+            ..StateFile::running(record)
+        };
+        self.remove_file("global/9128");
+        for database in fs::read_dir(self.pgdata().join("base")).expect("list base/") {
+            let name = database.expect("a database directory").file_name();
+            self.remove_file(&format!("base/{}/9128", name.to_string_lossy()));
+        }
+        self.put_file("snowid.state", file.encode().as_bytes());
+    }
+
     /// Rereads the configuration files.
     pub fn reload(&self) {
         let out = self

@@ -42,21 +42,6 @@ fn cluster_with_rows(rows: i32) -> Cluster {
     cluster
 }
 
-/// What a 0.2.0 server leaves in its data directory: `snowid.state` with a lease, and no pages.
-fn leave_0_2_0_state(cluster: &Cluster, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
-    let record = Record {
-        epoch_unix_ms: EPOCH,
-        base_unix_ms: lease_end_unix_ms - 1501,
-        lease_end_unix_ms,
-    };
-    let file = StateFile {
-        sealed_at_lsn: sealed_at,
-        ..StateFile::running(record)
-    };
-    cluster.remove_file("global/9128");
-    cluster.put_file("snowid.state", file.encode().as_bytes());
-}
-
 fn assert_fenced(err: &Error, why: &str) {
     assert_eq!(code(err), "55000", "{err:?}");
     let e = err.as_db_error().unwrap();
@@ -86,7 +71,7 @@ fn a_stale_state_fences_generation_across_every_kind_of_restart_until_resumed() 
     let mut cluster = cluster_with_rows(1000);
     let old_max = max_id(&mut cluster.client());
     cluster.stop("fast");
-    leave_0_2_0_state(&cluster, now_unix_ms() - 60_000, Some(0x1_0000_0028));
+    cluster.leave_0_2_0_state(now_unix_ms() - 60_000, Some(0x1_0000_0028));
     cluster.set_wall_clock_offset("-5s");
 
     for restart in ["fast", "immediate", "single-user"] {
@@ -150,7 +135,7 @@ fn a_trusted_0_2_0_state_is_carried_over() {
     cluster.stop("fast");
     let lease_end = now_unix_ms() + 3_600_000;
     let seal = cluster.checkpoint_lsn();
-    leave_0_2_0_state(&cluster, lease_end, Some(seal));
+    cluster.leave_0_2_0_state(lease_end, Some(seal));
     cluster.start().unwrap();
     let mut db = cluster.client();
     let first: f64 = db

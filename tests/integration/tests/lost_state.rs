@@ -9,7 +9,6 @@
 //! so that a server that generates from its clock issues IDs below the old ones.
 
 use snowid_core::epoch::{format as format_epoch, DEFAULT_EPOCH_UNIX_MS};
-use snowid_core::legacy::{Record, StateFile};
 use snowid_integration::postgres::{Client, Error};
 use snowid_integration::{code, now_unix_ms, Cluster, Watchdog};
 use std::fs;
@@ -397,21 +396,6 @@ fn dropping_and_creating_the_extension_after_a_lost_state_is_fenced() {
     a_new_install_after_a_lost_state_is_fenced(false);
 }
 
-/// What a 0.2.0 server leaves in its data directory: `snowid.state` with a lease, and no pages.
-fn leave_0_2_0_state(cluster: &Cluster, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
-    let record = Record {
-        epoch_unix_ms: EPOCH,
-        base_unix_ms: lease_end_unix_ms - 1501,
-        lease_end_unix_ms,
-    };
-    let file = StateFile {
-        sealed_at_lsn: sealed_at,
-        ..StateFile::running(record)
-    };
-    cluster.remove_file(STATE);
-    cluster.put_file("snowid.state", file.encode().as_bytes());
-}
-
 /// A cluster with rows on shard `shard` whose data directory then holds a stale 0.2.0 file:
 /// sealed at another checkpoint, with a lease that ended a minute ago, before the rows' IDs. It
 /// is started with its clock 10 minutes behind, and nothing has called snowid since (not even
@@ -421,7 +405,7 @@ fn started_on_a_stale_0_2_0_file(shard: i32) -> (Cluster, i64) {
     let old_max = max_id(&mut cluster.client());
     cluster.stop("fast");
     let lease_end = now_unix_ms() - 60_000;
-    leave_0_2_0_state(&cluster, lease_end, Some(0x1_0000_0028));
+    cluster.leave_0_2_0_state(lease_end, Some(0x1_0000_0028));
     cluster.set_wall_clock_offset(BEHIND);
     assert!(
         unix_ms_of(old_max) > lease_end,
