@@ -146,8 +146,10 @@ fn failover_to_a_standby_whose_clock_is_behind() {
         )
         .unwrap()
         .get(0);
+    // Five minutes less the time the test took since the last old ID (11 s once on a loaded
+    // machine): still minutes.
     assert!(
-        clock_behind_old_ids > 290.0,
+        clock_behind_old_ids > 240.0,
         "the new primary's clock really is minutes behind the old IDs ({clock_behind_old_ids} s)"
     );
     assert_resumes_above(&mut db, &before, "failover");
