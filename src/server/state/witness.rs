@@ -34,7 +34,8 @@ pub fn leave() -> Option<pg_sys::XLogRecPtr> {
             pg_sys::smgrcreate(smgr, pg_sys::ForkNumber::MAIN_FORKNUM, false);
         }
         // The page is this process's own, in no shared buffer: logged first (which stamps it
-        // with the record's location), then written, as an index build writes its pages.
+        // with the record's location), then checksummed and written, as an index build writes
+        // its pages.
         let mut block: pg_sys::BlockNumber = 0;
         let mut pages = [page.as_mut_ptr().cast()];
         pg_sys::log_newpages(
@@ -45,6 +46,9 @@ pub fn leave() -> Option<pg_sys::XLogRecPtr> {
             pages.as_mut_ptr(),
             true,
         );
+        // With data checksums on (the default of PostgreSQL 18's initdb), a page written past
+        // the buffer manager needs its checksum set here, or base backups refuse the file.
+        pg_sys::PageSetChecksumInplace(page.as_mut_ptr().cast(), 0);
         pg_sys::smgrextend(
             smgr,
             pg_sys::ForkNumber::MAIN_FORKNUM,
