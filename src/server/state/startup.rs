@@ -270,7 +270,8 @@ fn witnessed(found: &Found) -> bool {
     matches!(found, Found::Missing) && witness::anywhere()
 }
 
-/// The occasion is only looked up (with a query) when the pages are missing.
+/// The occasion is only looked up (with a query) when the pages are missing: for a state that is
+/// there or damaged the decision does not read it, and any value would do.
 fn occasion_for(found: &Found, occasion: impl FnOnce() -> Occasion) -> Occasion {
     match found {
         Found::Missing => occasion(),
