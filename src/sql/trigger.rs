@@ -124,13 +124,15 @@ unsafe fn fill_id(data: &pg_sys::TriggerData) -> pg_sys::Datum {
         let mut value = pg_sys::Datum::from(next_id(i64::from(shard)));
         let mut is_null = false;
         let mut number = id_number.get() as i32;
+        // The arrays are only read: 19 declares them `const`, earlier majors do not, and a
+        // mutable raw pointer fits both.
         let filled = pg_sys::heap_modify_tuple_by_cols(
             tuple,
             descriptor,
             1,
-            &mut number,
-            &mut value,
-            &mut is_null,
+            &raw mut number,
+            &raw mut value,
+            &raw mut is_null,
         );
         pg_sys::Datum::from(filled)
     }

@@ -92,7 +92,7 @@ impl Page {
                 pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK
                     | pg_sys::ReadBufferMode::RBM_ZERO_AND_CLEANUP_LOCK
             ) {
-                pg_sys::LockBuffer(buffer, lock as c_int);
+                pg_sys::LockBuffer(buffer, lock as _);
             }
             Page(buffer)
         }
@@ -139,12 +139,14 @@ impl Page {
     }
 
     fn set_lsn(&self, lsn: pg_sys::XLogRecPtr) {
-        // SAFETY: as in `header`; the buffer is locked exclusively by the caller.
+        // The page's LSN is two 32-bit words, the high one first, on every major (19 declares
+        // them as one 64-bit field stored word-swapped, with the same bytes).
+        // SAFETY: as in `header`; the buffer is locked exclusively by the caller, and `pd_lsn`
+        // is 8 bytes at the start of the header, aligned for `u32`.
         unsafe {
-            (*self.header()).pd_lsn = pg_sys::PageXLogRecPtr {
-                xlogid: (lsn >> 32) as u32,
-                xrecoff: lsn as u32,
-            };
+            std::ptr::addr_of_mut!((*self.header()).pd_lsn)
+                .cast::<[u32; 2]>()
+                .write([(lsn >> 32) as u32, lsn as u32]);
         }
     }
 

@@ -9,7 +9,8 @@
 //! (`cargo pgrx install`); the test command does that first.
 //!
 //! Environment: `SNOWID_PG_CONFIG` picks the PostgreSQL installation
-//! (default `/usr/lib/postgresql/15/bin/pg_config`).
+//! (default `/usr/lib/postgresql/15/bin/pg_config`); `SNOWID_UPGRADE_FROM`, where set, is the
+//! `pg_config` of an older major with snowid installed, for `pg_upgrade` across majors.
 
 use postgres::{Client, NoTls};
 use std::fs::{self, OpenOptions};
@@ -52,11 +53,11 @@ fn new_dir() -> PathBuf {
 }
 
 impl Cluster {
-    fn unstarted(dir: PathBuf) -> Cluster {
+    fn unstarted(dir: PathBuf, bindir: PathBuf) -> Cluster {
         Cluster {
             port: free_port(),
             dir,
-            bindir: bindir(),
+            bindir,
             env: Vec::new(),
             running: false,
             crash_restarts_seen: AtomicUsize::new(0),
@@ -65,7 +66,19 @@ impl Cluster {
 
     /// Runs initdb in a fresh temporary directory. Nothing is started yet.
     pub fn init() -> Cluster {
-        let cluster = Cluster::unstarted(new_dir());
+        Cluster::init_in(bindir_of(&pg_config()))
+    }
+
+    /// A cluster of the older major that the test command names for `pg_upgrade` across majors
+    /// (`SNOWID_UPGRADE_FROM`, that installation's `pg_config`, with snowid installed), made as
+    /// [`Cluster::init`] makes one; `None` where none is named.
+    pub fn init_of_upgrade_source() -> Option<Cluster> {
+        let pg_config = std::env::var("SNOWID_UPGRADE_FROM").ok()?;
+        Some(Cluster::init_in(bindir_of(&pg_config)))
+    }
+
+    fn init_in(bindir: PathBuf) -> Cluster {
+        let cluster = Cluster::unstarted(new_dir(), bindir);
         let pgdata = cluster.pgdata();
         let out = cluster
             .server_command("initdb")
@@ -98,7 +111,7 @@ impl Cluster {
     /// started, on its own port and socket directory. With `standby`, it is a streaming standby
     /// (`-R`); without, a plain backup to restore from.
     pub fn base_backup_of(primary: &Cluster, standby: bool) -> Cluster {
-        let cluster = Cluster::unstarted(new_dir());
+        let cluster = Cluster::unstarted(new_dir(), primary.bindir.clone());
         let mut command = cluster.server_command("pg_basebackup");
         command
             .args([
@@ -549,6 +562,20 @@ impl Cluster {
         &self.bindir
     }
 
+    /// The version of the server's programs, such as `18.6`.
+    pub fn version(&self) -> String {
+        let out = Command::new(self.bindir.join("pg_ctl"))
+            .arg("--version")
+            .output()
+            .expect("run pg_ctl --version");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.trim()
+            .rsplit(") ")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// A system program (`cp`, `mkdir`, ...) run as the server's OS user, so that what it writes
     /// belongs to the server.
     pub fn as_server_user(&self, program: &str) -> Command {
@@ -666,11 +693,9 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// The PostgreSQL version the tests run against, such as `15.20`.
+/// The PostgreSQL version the tests run against, such as `15.20` (or `19rc1 (Debian 19~rc1-1)`).
 pub fn major() -> String {
-    let pg_config = std::env::var("SNOWID_PG_CONFIG")
-        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
-    let out = Command::new(&pg_config)
+    let out = Command::new(pg_config())
         .arg("--version")
         .output()
         .expect("run pg_config");
@@ -680,13 +705,22 @@ pub fn major() -> String {
         .to_string()
 }
 
+/// The `pg_config` of the PostgreSQL the tests run against.
+fn pg_config() -> String {
+    std::env::var("SNOWID_PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into())
+}
+
 pub(crate) fn bindir() -> PathBuf {
-    let pg_config = std::env::var("SNOWID_PG_CONFIG")
-        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
-    let out = Command::new(&pg_config)
+    bindir_of(&pg_config())
+}
+
+fn bindir_of(pg_config: &str) -> PathBuf {
+    let out = Command::new(pg_config)
         .arg("--bindir")
         .output()
-        .expect("run pg_config");
+        .unwrap_or_else(|e| panic!("run {pg_config}: {e}"));
+    assert!(out.status.success(), "{pg_config} --bindir: {}", text(&out));
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 

@@ -96,7 +96,8 @@ fn partman_server(offset: u64) -> Option<Partman> {
         .unwrap()
         .map(|row| row.get(0));
     let version = snowid_integration::major();
-    let major = version.split('.').next().unwrap_or_default();
+    // `15.20`, or `19rc1 (Debian 19~rc1-1)` for a release candidate.
+    let major: String = version.chars().take_while(char::is_ascii_digit).collect();
     let api = match available.as_deref().and_then(|v| v.split('.').next()) {
         Some("4") => Api::V4,
         Some("5") => Api::V5,
@@ -112,7 +113,7 @@ fn partman_server(offset: u64) -> Option<Partman> {
             return None;
         }
         None => {
-            let why = match debian_package(major) {
+            let why = match debian_package(&major) {
                 Some(package) => format!(
                     "pg_partman is not installed into PostgreSQL {version}; scripts/setup installs \
                      {package}"

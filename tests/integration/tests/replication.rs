@@ -274,7 +274,7 @@ fn a_standby_without_snowid_preloaded_stops_with_a_clear_error() {
 /// old ID; then it generates above them at once.
 #[test]
 fn pg_upgrade_fences_the_new_cluster_until_resumed() {
-    let mut old = Cluster::init();
+    let old = Cluster::init();
     if !old.bin_dir().join("pg_upgrade").exists() {
         snowid_integration::not_run(
             "pg_upgrade_fences_the_new_cluster_until_resumed",
@@ -285,6 +285,33 @@ fn pg_upgrade_fences_the_new_cluster_until_resumed() {
         );
         return;
     }
+    upgrade_fences_until_resumed(old);
+}
+
+/// The same guarantee across majors, as operators upgrade: `pg_upgrade` from the major before
+/// (18 to 19) leaves the new cluster refusing, also after a restart, until one
+/// `snowid_resume_above_columns()`, then generating above every old ID. Runs where the test
+/// command names the older major's installation (`SNOWID_UPGRADE_FROM`, set on 19).
+#[test]
+fn pg_upgrade_from_the_major_before_fences_the_new_cluster_until_resumed() {
+    let Some(old) = Cluster::init_of_upgrade_source() else {
+        snowid_integration::not_run(
+            "pg_upgrade_from_the_major_before_fences_the_new_cluster_until_resumed",
+            "not for this major: pg_upgrade across majors runs on PostgreSQL 19, from 18",
+        );
+        return;
+    };
+    let old_major = old.version();
+    let new_major = snowid_integration::major();
+    assert_ne!(
+        old_major.split(['.', 'r', 'b', ' ']).next(),
+        new_major.split(['.', 'r', 'b', ' ']).next(),
+        "an upgrade across majors ({old_major} to {new_major})"
+    );
+    upgrade_fences_until_resumed(old);
+}
+
+fn upgrade_fences_until_resumed(mut old: Cluster) {
     old.fake_wall_clock();
     old.set("shared_preload_libraries", "'snowid'");
     old.start().unwrap();
