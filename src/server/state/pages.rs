@@ -122,9 +122,11 @@ impl Page {
         };
     }
 
+    /// PostgreSQL's `PageIsNew`: a page never initialised has `pd_upper` 0 (a static inline
+    /// function from 16 on, which pgrx binds only through its C shim, left out: see Cargo.toml).
     fn is_new(&self) -> bool {
         // SAFETY: as in `header`.
-        unsafe { pg_sys::PageIsNew(self.header().cast()) }
+        unsafe { (*self.header()).pd_upper == 0 }
     }
 
     /// Formats the page and writes `bytes` as its contents; the hole after them is what a
