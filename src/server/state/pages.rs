@@ -92,6 +92,11 @@ impl Page {
                 pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK
                     | pg_sys::ReadBufferMode::RBM_ZERO_AND_CLEANUP_LOCK
             ) {
+                // 19 made `LockBuffer` a static inline function over `LockBufferInternal` (for
+                // any mode but unlocking), which pgrx binds only through its C shim.
+                #[cfg(feature = "pg19")]
+                pg_sys::LockBufferInternal(buffer, lock as _);
+                #[cfg(not(feature = "pg19"))]
                 pg_sys::LockBuffer(buffer, lock as _);
             }
             Page(buffer)
