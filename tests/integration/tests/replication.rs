@@ -48,6 +48,18 @@ fn burst_lead(db: &mut Client) -> f64 {
     .get(0)
 }
 
+/// Runs `snowid_resume_above_columns()` and returns the columns it resumed above: (table, max).
+fn resume_above_columns(db: &mut Client) -> Vec<(String, i64)> {
+    db.query(
+        "SELECT tbl::text, max_id FROM snowid_resume_above_columns()",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
 /// Every shard's next ID on `db` is above every ID `before` recorded for it, and so are the
 /// next thousand.
 fn assert_resumes_above(db: &mut Client, before: &[(i32, i64)], scenario: &str) {
@@ -368,15 +380,7 @@ fn upgrade_fences_until_resumed(mut old: Cluster) {
         behind,
         "the new cluster's clock is behind the old IDs (the test is sharp)"
     );
-    let resumed: Vec<(String, i64)> = db
-        .query(
-            "SELECT tbl::text, max_id FROM snowid_resume_above_columns()",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let resumed = resume_above_columns(&mut db);
     assert_eq!(resumed, [("t".to_string(), before[0].1)]);
     assert_resumes_above(&mut db, &before, "pg_upgrade");
     db.execute("INSERT INTO t (n) VALUES (0)", &[]).unwrap();
@@ -690,15 +694,7 @@ fn a_logical_subscriber_takes_over_above_the_copied_ids_once_resumed() {
         unresumed < copied_max,
         "the subscriber's clock is behind the copied IDs (the test is sharp)"
     );
-    let resumed: Vec<(String, i64)> = sub_db
-        .query(
-            "SELECT tbl::text, max_id FROM snowid_resume_above_columns()",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let resumed = resume_above_columns(&mut sub_db);
     assert_eq!(resumed, [("t".to_string(), copied_max)]);
     assert_resumes_above(&mut sub_db, &[(5, copied_max)], "logical cut-over");
     sub_db.execute("INSERT INTO t (n) VALUES (0)", &[]).unwrap();
