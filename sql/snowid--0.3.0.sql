@@ -497,3 +497,11 @@ COMMENT ON FUNCTION snowid_shard_for(uuid) IS
     'The shard of a uuid key: FNV-1a 64 of its lowercase hyphenated text, modulo 8192. Never changes across versions.';
 /* </end connected objects> */
 
+
+-- Added with snowid 0.5.0, whose library this script now runs with: the durable state is
+-- created at install, as every version since 0.4.0 does, so that a missing state always means a
+-- lost one (see src/sql/install.rs). The function is dropped again at once.
+CREATE FUNCTION snowid_create_state(occasion text) RETURNS void
+STRICT VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';
+SELECT @extschema@.snowid_create_state('install');
+DROP FUNCTION @extschema@.snowid_create_state(text);

@@ -7,14 +7,15 @@
 //! | 22003 | a shard or sequence number outside its field, or a negative ID |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
-//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume) |
+//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
 //! | 42501, 42P01 | `snowid_partition_ddl` on a table the caller has no privilege on, or that does not exist |
 //! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
-//! | 55000 | generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing while fenced |
+//! | 53400 | no background worker free to read another database for a resume |
+//! | 55000 | generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced; taking back a shard not released; a database whose keys a resume could not read |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel |
 //! | XX001 | the durable state's pages are damaged |
 
@@ -23,7 +24,7 @@ use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowid_core::durable::{Fence, Unavailable, RELATION_NUMBER};
 use snowid_core::epoch;
-use snowid_core::layout::{MAX_MS, MAX_SEQ, MAX_SHARD};
+use snowid_core::layout::{self, MAX_SEQ, MAX_SHARD};
 
 #[track_caller]
 fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
@@ -40,7 +41,7 @@ fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Op
 
 /// The date the time field runs out under an epoch: 2^40 ms after it.
 pub fn exhaustion_date(epoch_unix_ms: i64) -> String {
-    epoch::format(epoch_unix_ms + MAX_MS as i64 + 1)
+    epoch::format(layout::exhaustion_unix_ms(epoch_unix_ms))
 }
 
 #[track_caller]
@@ -104,8 +105,90 @@ pub fn shard_released(shard: i32) -> ! {
         )),
         Some(format!(
             "Generate IDs for shard {shard} where it was handed to. To take it back, release it \
-             there and call snowid_resume_above(<the ID that returns>) here."
+             there and call snowid_take_back({shard}, <the ID that returns>) here."
         )),
+    )
+}
+
+#[track_caller]
+pub fn shard_not_released(shard: i32) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowid shard {shard} is not released on this server"),
+        Some(
+            "snowid_take_back takes back only a shard that snowid_release handed off here.".into(),
+        ),
+        Some(
+            "To make this server's IDs greater than an ID issued elsewhere, call \
+             snowid_resume_above(<that ID>)."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn take_back_of_another_shard(shard: i32, id: i64, id_shard: i32) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("ID {id} belongs to snowid shard {id_shard}, not to shard {shard}"),
+        Some(
+            "A shard is taken back above an ID of its own: the last ID its other owner \
+             returned from snowid_release."
+                .into(),
+        ),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn no_key_columns() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "no column of any database takes its values from snowid".into(),
+        Some(
+            "snowid_resume_above_columns() resumes above the highest value of every column whose \
+             default calls snowid_next or that a snowid_fill_id trigger fills, in every database."
+                .into(),
+        ),
+        Some(
+            "If snowid keys live elsewhere (a column whose default was dropped, another \
+             system), resume above the highest of them by hand: SELECT \
+             snowid_resume_above(<that ID>);"
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn survey_failed(database: &str, reason: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowid could not read the snowid keys of database \"{database}\""),
+        Some(detail_line(reason)),
+        Some(
+            "A resume that lifts a fence, and snowid_resume_above_columns(), read the highest \
+             snowid key of every database first; nothing was changed. Fix the cause and run it \
+             again."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn survey_needs_workers(database: &str) -> ! {
+    raise(
+        ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        format!("snowid could not start a background worker to read database \"{database}\""),
+        Some(
+            "Each other database is read by a background worker; none was free, or the server \
+             runs in single-user mode. Nothing was changed."
+                .into(),
+        ),
+        Some(
+            "Run it again once a worker is free (raise max_worker_processes if this persists), \
+             on a server started normally."
+                .into(),
+        ),
     )
 }
 
@@ -204,9 +287,8 @@ pub fn epoch_moved_later(epoch_unix_ms: i64, recorded_epoch_unix_ms: i64) -> ! {
 }
 
 /// The way out of a fence.
-pub const RESUME_HINT: &str = "As a superuser, in every database with snowid keys, run SELECT * \
-     FROM snowid_resume_above_columns(); or resume above the highest ID this cluster issued: \
-     SELECT snowid_resume_above(<that ID>);";
+pub const RESUME_HINT: &str = "As a superuser, in any database, run SELECT * FROM \
+     snowid_resume_above_columns(); it resumes above the highest snowid key of every database.";
 
 #[track_caller]
 pub fn fenced(fence: Fence) -> ! {
@@ -306,7 +388,7 @@ pub fn timestamp_out_of_range(what: &str, epoch_unix_ms: i64) -> ! {
         Some(format!(
             "snowid IDs cover {} to {} under the current snowid.epoch.",
             epoch::format(epoch_unix_ms),
-            epoch::format(epoch_unix_ms + MAX_MS as i64)
+            epoch::format(layout::exhaustion_unix_ms(epoch_unix_ms) - 1)
         )),
         None,
     )

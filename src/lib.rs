@@ -28,8 +28,8 @@ pub mod errors;
 pub mod server;
 pub mod sql;
 
-use server::state::{startup, wal_records};
-use server::{counters, settings, shared_memory};
+use server::state::wal_records;
+use server::{counters, pg_upgrade, settings, shared_memory};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -49,13 +49,12 @@ pub extern "C-unwind" fn _PG_init() {
         shared_memory::init();
         wal_records::register();
         counters::register();
+        pg_upgrade::install_hook();
         sql::generate::warn_if_exhaustion_is_near(settings::epoch_unix_ms());
-    }
-    // pg_upgrade loads snowid, in binary-upgrade mode, to check and restore the schema: where
-    // such a cluster has no state, its first normal start fences generation (see startup).
-    // SAFETY: a plain read of a flag set before any library is loaded.
-    if unsafe { pg_sys::IsBinaryUpgrade } {
-        startup::mark_binary_upgrade();
+    } else {
+        // pg_upgrade loads snowid into the new cluster to check its libraries: the state is
+        // fenced there before the upgraded databases come in (see server::pg_upgrade).
+        pg_upgrade::loaded_into_backend();
     }
 }
 

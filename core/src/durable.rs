@@ -8,8 +8,12 @@
 //!   ones, so a server configured with a later one refuses to generate; an earlier one keeps them
 //!   above, and becomes the earliest.
 //! - The released shards, each with its last ID: whoever holds this state (the server, its
-//!   standbys, a restore, a promoted standby) issues none of them until one is taken back.
+//!   standbys, a restore, a promoted standby) issues none of them until one is taken back, which
+//!   is an act of its own ([`Change::TakeBack`]): a resume never takes a shard back.
 //! - The fence: "generate nothing until a superuser resumes above the old IDs", and why.
+//! - The WAL timeline of the last promotion the state has seen: the first load on a later
+//!   timeline (a promoted standby, a point-in-time restore) is a promotion, which may raise the
+//!   time base (`snowid.promotion_margin`).
 //!
 //! Inside PostgreSQL the state is a relation of [`BLOCKS`] pages in the buffer manager, like a
 //! metapage: each change is one WAL record that updates the pages it touches, so standbys, crash
@@ -56,11 +60,12 @@ pub enum Fence {
     Stale,
     /// The state could not be read: damaged, or written by a newer snowid.
     Unreadable,
-    /// The cluster was made by `pg_upgrade`, which does not carry snowid's state over (recorded
-    /// by snowid 0.3.0; this version finds such a cluster's state [`Fence::Lost`]).
+    /// Databases came in by `pg_upgrade`, which does not carry snowid's state over: set in the
+    /// new cluster while `pg_upgrade` restores a database with snowid, whatever state the cluster
+    /// held before.
     Upgraded,
     /// The state is missing from a cluster that had it: its file deleted, cut short or zeroed,
-    /// or the cluster made by `pg_upgrade`.
+    /// or the cluster made by `pg_upgrade` without snowid loaded.
     Lost,
 }
 
@@ -93,12 +98,13 @@ impl Fence {
             }
             Fence::Unreadable => "the state snowid found could not be read",
             Fence::Upgraded => {
-                "the cluster was made by pg_upgrade, which does not carry snowid's state over"
+                "databases came into this cluster by pg_upgrade, which does not carry snowid's \
+                 state over"
             }
             Fence::Lost => {
                 "snowid's state in \"global/9128\" is missing, cut short or zeroed in a cluster \
-                 where snowid is installed: the file was lost or damaged, or the cluster was made \
-                 by pg_upgrade, which does not carry snowid's state over"
+                 that had it: the file was lost or damaged, or the cluster was made by pg_upgrade, \
+                 which does not carry snowid's state over"
             }
         }
     }
@@ -115,6 +121,9 @@ pub struct Header {
     pub lease_end_unix_ms: i64,
     pub fence: Option<Fence>,
     pub released: ShardSet,
+    /// The WAL timeline of the last promotion the state has seen (0: none recorded, as in states
+    /// written before 0.5.0).
+    pub timeline: u32,
 }
 
 impl Header {
@@ -126,6 +135,16 @@ impl Header {
             lease_end_unix_ms: epoch_unix_ms,
             fence: None,
             released: ShardSet::empty(),
+            timeline: 0,
+        }
+    }
+
+    /// The state of a cluster that has issued nothing, fenced: what a lost or damaged state is
+    /// created as.
+    pub fn fenced(fence: Fence, epoch_unix_ms: i64) -> Header {
+        Header {
+            fence: Some(fence),
+            ..Header::fresh(epoch_unix_ms)
         }
     }
 
@@ -171,8 +190,8 @@ impl DurableState {
 /// One change of the state: one WAL record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
-    /// The state as it starts: on a cluster's first generation, from a 0.2.0 state file, or
-    /// fenced after its pages were found damaged. Released shards start with no last ID.
+    /// The state as it starts, as snowid 0.3.0 recorded it (later versions create the state with
+    /// full-page images of its pages); replayed only.
     Init(Box<Header>),
     /// A longer lease, taken under `epoch_unix_ms` with the time base at `base_unix_ms`.
     Lease {
@@ -183,14 +202,26 @@ pub enum Change {
     /// A shard handed off: this cluster issues no more IDs for it.
     Release { shard: Shard, last_id: i64 },
     /// Generation resumes above `above_id`, issued where this state could not know it: the fence
-    /// is lifted, `above_id`'s shard is taken back if it was released, and the lease and the
-    /// time base are raised past it.
+    /// is lifted, and the lease and the time base are raised past it. Released shards stay
+    /// released, whatever `above_id`'s shard.
     Resume {
         above_id: i64,
         epoch_unix_ms: i64,
         base_unix_ms: i64,
         lease_end_unix_ms: i64,
     },
+    /// `above_id`'s shard, released before, is taken back above it: the lease and the time base
+    /// are raised past it as by a resume. Written as snowid 0.4.0 wrote its resumes, which took
+    /// the ID's shard back and lifted the fence too (a take-back is refused while fenced).
+    TakeBack {
+        above_id: i64,
+        epoch_unix_ms: i64,
+        base_unix_ms: i64,
+        lease_end_unix_ms: i64,
+    },
+    /// The first load on WAL timeline `timeline`, after a promotion or a point-in-time restore:
+    /// the timeline is recorded, and the time-base floor raised to `base_unix_ms`.
+    Promotion { timeline: u32, base_unix_ms: i64 },
 }
 
 /// How a [`Change`] is told apart in the WAL: the high four bits of a record's info byte.
@@ -199,7 +230,10 @@ pub enum Kind {
     Init = 0x10,
     Lease = 0x20,
     Release = 0x30,
-    Resume = 0x40,
+    /// 0.4.0's `RESUME`, which took the ID's shard back.
+    TakeBack = 0x40,
+    Resume = 0x50,
+    Promotion = 0x60,
 }
 
 impl Kind {
@@ -208,7 +242,9 @@ impl Kind {
             0x10 => Some(Kind::Init),
             0x20 => Some(Kind::Lease),
             0x30 => Some(Kind::Release),
-            0x40 => Some(Kind::Resume),
+            0x40 => Some(Kind::TakeBack),
+            0x50 => Some(Kind::Resume),
+            0x60 => Some(Kind::Promotion),
             _ => None,
         }
     }
@@ -218,7 +254,9 @@ impl Kind {
             Kind::Init => c"INIT",
             Kind::Lease => c"LEASE",
             Kind::Release => c"RELEASE",
+            Kind::TakeBack => c"TAKE_BACK",
             Kind::Resume => c"RESUME",
+            Kind::Promotion => c"PROMOTION",
         }
     }
 }
@@ -241,6 +279,8 @@ impl Change {
             Change::Lease { .. } => Kind::Lease,
             Change::Release { .. } => Kind::Release,
             Change::Resume { .. } => Kind::Resume,
+            Change::TakeBack { .. } => Kind::TakeBack,
+            Change::Promotion { .. } => Kind::Promotion,
         }
     }
 
@@ -249,7 +289,10 @@ impl Change {
         match self {
             Change::Init(_) => (0..BLOCKS).collect(),
             Change::Release { shard, .. } => vec![0, last_id_block(*shard)],
-            Change::Lease { .. } | Change::Resume { .. } => vec![0],
+            Change::Lease { .. }
+            | Change::Resume { .. }
+            | Change::TakeBack { .. }
+            | Change::Promotion { .. } => vec![0],
         }
     }
 
@@ -264,6 +307,15 @@ impl Change {
             } => raise(header, *epoch_unix_ms, *base_unix_ms, *lease_end_unix_ms),
             Change::Release { shard, .. } => header.released.insert(shard.index()),
             Change::Resume {
+                epoch_unix_ms,
+                base_unix_ms,
+                lease_end_unix_ms,
+                ..
+            } => {
+                raise(header, *epoch_unix_ms, *base_unix_ms, *lease_end_unix_ms);
+                header.fence = None;
+            }
+            Change::TakeBack {
                 above_id,
                 epoch_unix_ms,
                 base_unix_ms,
@@ -274,6 +326,13 @@ impl Change {
                 if let Some(parts) = crate::layout::decompose(*above_id) {
                     header.released.remove(parts.shard as usize);
                 }
+            }
+            Change::Promotion {
+                timeline,
+                base_unix_ms,
+            } => {
+                header.base_unix_ms = header.base_unix_ms.max(*base_unix_ms);
+                header.timeline = *timeline;
             }
         }
     }
@@ -313,7 +372,17 @@ impl Change {
                 epoch_unix_ms,
                 base_unix_ms,
                 lease_end_unix_ms,
+            }
+            | Change::TakeBack {
+                above_id,
+                epoch_unix_ms,
+                base_unix_ms,
+                lease_end_unix_ms,
             } => le_bytes(&[*above_id, *epoch_unix_ms, *base_unix_ms, *lease_end_unix_ms]),
+            Change::Promotion {
+                timeline,
+                base_unix_ms,
+            } => le_bytes(&[i64::from(*timeline), *base_unix_ms]),
         }
     }
 
@@ -344,6 +413,22 @@ impl Change {
                     epoch_unix_ms,
                     base_unix_ms,
                     lease_end_unix_ms,
+                }
+            }
+            Kind::TakeBack => {
+                let [above_id, epoch_unix_ms, base_unix_ms, lease_end_unix_ms] = i64s(bytes)?;
+                Change::TakeBack {
+                    above_id,
+                    epoch_unix_ms,
+                    base_unix_ms,
+                    lease_end_unix_ms,
+                }
+            }
+            Kind::Promotion => {
+                let [timeline, base_unix_ms] = i64s(bytes)?;
+                Change::Promotion {
+                    timeline: u32::try_from(timeline).map_err(|_| Damage::Field("timeline"))?,
+                    base_unix_ms,
                 }
             }
         };
@@ -386,6 +471,24 @@ impl Change {
             } => format!(
                 "resumed above ID {above_id}: lease until {}, time base {}",
                 format(*lease_end_unix_ms),
+                format(*base_unix_ms)
+            ),
+            Change::TakeBack {
+                above_id,
+                base_unix_ms,
+                lease_end_unix_ms,
+                ..
+            } => format!(
+                "shard {} taken back above ID {above_id}: lease until {}, time base {}",
+                crate::layout::decompose(*above_id).map_or(-1, |p| p.shard),
+                format(*lease_end_unix_ms),
+                format(*base_unix_ms)
+            ),
+            Change::Promotion {
+                timeline,
+                base_unix_ms,
+            } => format!(
+                "first load on timeline {timeline}: time base at least {}",
                 format(*base_unix_ms)
             ),
         }
@@ -458,6 +561,9 @@ impl fmt::Display for Damage {
 /// The mark block 0 starts with: "snwd".
 const MAGIC: u32 = u32::from_le_bytes(*b"snwd");
 const LAYOUT: u32 = 1;
+/// The timeline sits in bytes that earlier versions left zero and covered by the checksum: they
+/// read a state that records one as they always did, and this version reads theirs as "none".
+const TIMELINE_AT: usize = 36;
 const BITMAP_AT: usize = 40;
 /// The size of block 0's contents (after PostgreSQL's page header).
 pub const HEADER_LEN: usize = BITMAP_AT + 8 * (SHARD_COUNT / 64) + 8;
@@ -477,6 +583,7 @@ impl Header {
         out[16..24].copy_from_slice(&self.base_unix_ms.to_le_bytes());
         out[24..32].copy_from_slice(&self.lease_end_unix_ms.to_le_bytes());
         out[32] = self.fence.map_or(0, Fence::code);
+        out[TIMELINE_AT..TIMELINE_AT + 4].copy_from_slice(&self.timeline.to_le_bytes());
         for (i, word) in self.released.words().iter().enumerate() {
             out[BITMAP_AT + 8 * i..BITMAP_AT + 8 * i + 8].copy_from_slice(&word.to_le_bytes());
         }
@@ -514,6 +621,7 @@ impl Header {
             released: ShardSet::from_words(std::array::from_fn(|i| {
                 i64_at(bytes, BITMAP_AT + 8 * i) as u64
             })),
+            timeline: u32_at(bytes, TIMELINE_AT),
         };
         if header.end_ms_under(header.epoch_unix_ms).is_none() {
             return Err(Damage::Field("lease_end"));
@@ -587,8 +695,20 @@ mod tests {
         assert!(h.allows_epoch(EPOCH - 86_400_001));
     }
 
+    fn resume(above_id: i64, base: i64, end: i64) -> Change {
+        Change::Resume {
+            above_id,
+            epoch_unix_ms: EPOCH,
+            base_unix_ms: base,
+            lease_end_unix_ms: end,
+        }
+    }
+
     #[test]
-    fn a_release_records_the_shard_and_its_last_id_and_a_resume_takes_it_back() {
+    fn a_release_stays_through_a_resume_until_a_take_back() {
+        // Guards against a resume undoing a hand-off: 0.4.0's resume took back the shard of the
+        // ID it was given, so a promoted server resumed above "now" on shard 8191 generated for
+        // a shard its old primary had handed to another server.
         let mut state = DurableState::new(Header::fresh(EPOCH));
         let release = Change::Release {
             shard: shard(4000),
@@ -602,16 +722,61 @@ mod tests {
         );
 
         let above = crate::layout::compose(5, 4000, 0).unwrap();
-        Change::Resume {
-            above_id: above,
-            epoch_unix_ms: EPOCH,
-            base_unix_ms: EPOCH + 6,
-            lease_end_unix_ms: EPOCH + 1_507,
-        }
-        .apply(&mut state);
-        assert_eq!(state.released().count(), 0);
+        resume(above, EPOCH + 6, EPOCH + 1_507).apply(&mut state);
+        assert_eq!(
+            state.released().collect::<Vec<_>>(),
+            vec![(shard(4000), 777)],
+            "a resume keeps the release"
+        );
         assert_eq!(state.header.lease_end_unix_ms, EPOCH + 1_507);
         assert_eq!(state.header.base_unix_ms, EPOCH + 6);
+
+        Change::TakeBack {
+            above_id: above,
+            epoch_unix_ms: EPOCH,
+            base_unix_ms: EPOCH + 7,
+            lease_end_unix_ms: EPOCH + 1_508,
+        }
+        .apply(&mut state);
+        assert_eq!(state.released().count(), 0, "the take-back ends it");
+        assert_eq!(state.header.lease_end_unix_ms, EPOCH + 1_508);
+    }
+
+    #[test]
+    fn a_promotion_records_its_timeline_and_only_raises_the_floor() {
+        let mut h = Header {
+            base_unix_ms: EPOCH + 50,
+            timeline: 1,
+            ..Header::fenced(Fence::Lost, EPOCH)
+        };
+        h.released.insert(9);
+        Change::Promotion {
+            timeline: 2,
+            base_unix_ms: EPOCH + 10,
+        }
+        .apply_to_header(&mut h);
+        assert_eq!(
+            (h.timeline, h.base_unix_ms),
+            (2, EPOCH + 50),
+            "never lowered"
+        );
+        Change::Promotion {
+            timeline: 3,
+            base_unix_ms: EPOCH + 90,
+        }
+        .apply_to_header(&mut h);
+        assert_eq!((h.timeline, h.base_unix_ms), (3, EPOCH + 90));
+        assert_eq!(h.fence, Some(Fence::Lost), "a promotion lifts no fence");
+        assert!(h.released.contains(9), "and takes no shard back");
+        assert_eq!(Header::from_bytes(&h.to_bytes()), Ok(h));
+    }
+
+    #[test]
+    fn a_state_written_before_timelines_reads_as_none_recorded() {
+        // 0.4.0 wrote zeros where the timeline now sits, under the same checksum.
+        let bytes = Header::fresh(EPOCH).to_bytes();
+        assert_eq!(bytes[TIMELINE_AT..TIMELINE_AT + 4], [0; 4]);
+        assert_eq!(Header::from_bytes(&bytes).unwrap().timeline, 0);
     }
 
     #[test]
@@ -627,13 +792,13 @@ mod tests {
         }
         .apply_to_header(&mut h);
         assert_eq!(h.fence, Some(Fence::Upgraded));
-        Change::Resume {
-            above_id: 0,
-            epoch_unix_ms: EPOCH,
+        Change::Promotion {
+            timeline: 2,
             base_unix_ms: EPOCH,
-            lease_end_unix_ms: EPOCH,
         }
         .apply_to_header(&mut h);
+        assert_eq!(h.fence, Some(Fence::Upgraded));
+        resume(0, EPOCH, EPOCH).apply_to_header(&mut h);
         assert_eq!(h.fence, None);
     }
 
@@ -701,8 +866,22 @@ mod tests {
         }));
         assert!(init
             .describe()
-            .contains("fenced: the cluster was made by pg_upgrade"));
-        for kind in [Kind::Init, Kind::Lease, Kind::Release, Kind::Resume] {
+            .contains("fenced: databases came into this cluster by pg_upgrade"));
+        let taken = Change::TakeBack {
+            above_id: crate::layout::compose(5, 7, 0).unwrap(),
+            epoch_unix_ms: EPOCH,
+            base_unix_ms: EPOCH,
+            lease_end_unix_ms: EPOCH,
+        };
+        assert!(taken.describe().starts_with("shard 7 taken back above ID "));
+        for kind in [
+            Kind::Init,
+            Kind::Lease,
+            Kind::Release,
+            Kind::TakeBack,
+            Kind::Resume,
+            Kind::Promotion,
+        ] {
             assert_eq!(Kind::from_info(kind as u8), Some(kind));
         }
         assert_eq!(
@@ -721,13 +900,33 @@ mod tests {
                 shard: shard(s),
                 last_id: id
             }),
-            (0..i64::MAX, instant.clone(), instant.clone(), instant).prop_map(|(id, e, b, l)| {
-                Change::Resume {
+            (
+                0..i64::MAX,
+                instant.clone(),
+                instant.clone(),
+                instant.clone()
+            )
+                .prop_map(|(id, e, b, l)| Change::Resume {
                     above_id: id,
                     epoch_unix_ms: e,
                     base_unix_ms: b,
                     lease_end_unix_ms: l,
-                }
+                }),
+            (
+                0..i64::MAX,
+                instant.clone(),
+                instant.clone(),
+                instant.clone()
+            )
+                .prop_map(|(id, e, b, l)| Change::TakeBack {
+                    above_id: id,
+                    epoch_unix_ms: e,
+                    base_unix_ms: b,
+                    lease_end_unix_ms: l,
+                }),
+            (1..u32::MAX, instant).prop_map(|(timeline, b)| Change::Promotion {
+                timeline,
+                base_unix_ms: b,
             }),
         ]
     }

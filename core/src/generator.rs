@@ -15,6 +15,12 @@
 //! A caller whose stamp comes within [`RENEW_AHEAD_MS`] of the lease's end renews the lease
 //! ([`Generator::renew_ahead`]) if nobody else is, so that the others never wait for the write.
 //!
+//! The first load on a new WAL timeline (a promoted standby, a point-in-time restore) records
+//! the timeline, and with a promotion margin set raises the time base to the wall clock plus
+//! `max_lead` plus the margin ([`Generator::with_promotion_margin`]): above whatever an old
+//! primary could have dated before it died, if the clocks agree, even where its last leases were
+//! never received.
+//!
 //! Changes of the durable state (a lease, a release, a resume, the state's creation) are made by
 //! the holder of the writer's claim, one shared atomic taken by CAS: a caller that finds it held
 //! never blocks on it. A change is made durable ([`DurableStore::persist`]) before it is
@@ -84,6 +90,8 @@ pub enum Refused<E> {
         floor_unix_ms: i64,
         now_unix_ms: i64,
     },
+    /// A take-back of a shard that this server has not released.
+    NotReleased,
 }
 
 impl<E> From<Interrupted> for Refused<E> {
@@ -406,6 +414,14 @@ impl Shared {
         &self.shards
     }
 
+    /// Raises the floor of every shard that is not released: each one's next stamp is above
+    /// `floor`. Released shards keep their release and their last stamp.
+    fn raise_floors(&self, floor: u64) {
+        for cell in &self.shards {
+            cell.raise_floor(floor);
+        }
+    }
+
     /// What a shard has done since start.
     #[inline]
     pub fn tally(&self, shard: Shard) -> &ShardTally {
@@ -508,6 +524,7 @@ pub struct Generator<'a, H> {
     host: &'a H,
     epoch_unix_ms: i64,
     max_lead_ms: u64,
+    promotion_margin_ms: Option<u64>,
 }
 
 impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
@@ -518,7 +535,15 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
             host,
             epoch_unix_ms,
             max_lead_ms,
+            promotion_margin_ms: None,
         }
+    }
+
+    /// How far past the wall clock plus `max_lead` the time base starts on the first load on a
+    /// new timeline; `None` (the default) leaves it where the state says.
+    pub fn with_promotion_margin(mut self, margin_ms: Option<u64>) -> Self {
+        self.promotion_margin_ms = margin_ms;
+        self
     }
 
     /// The next ID for a shard: greater than every ID issued for that shard before it.
@@ -674,19 +699,41 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         if self.shared.lease.status() != Status::NotLoaded {
             return Ok(());
         }
-        let state = match self.host.load(self.epoch_unix_ms) {
+        let mut state = match self.host.load(self.epoch_unix_ms) {
             Ok(state) => state,
             Err(e) => {
                 self.shared.claim.failed(claimed.mono_ms);
                 return Err(Refused::Persist(e));
             }
         };
-        self.shared.publish_loaded(
-            &state,
-            self.epoch_unix_ms,
-            clock::sample_patiently(self.host),
-        );
+        let now = clock::sample_patiently(self.host);
+        if let Some(promotion) = self.promotion(&state.header, now) {
+            self.persist(&promotion, claimed)?;
+            promotion.apply(&mut state);
+        }
+        self.shared.publish_loaded(&state, self.epoch_unix_ms, now);
         Ok(())
+    }
+
+    /// What a load on a timeline the state has not recorded writes: the timeline, and, where a
+    /// margin is set and the state recorded an earlier timeline (a promotion, rather than the
+    /// first load of a state written before timelines were recorded), a time-base floor at the
+    /// wall clock plus `max_lead` plus the margin. A fence or a release is left as it is.
+    fn promotion(&self, header: &crate::durable::Header, now: Sample) -> Option<Change> {
+        let timeline = self.host.timeline();
+        if timeline == 0 || timeline == header.timeline {
+            return None;
+        }
+        let floor = match self.promotion_margin_ms {
+            Some(margin_ms) if header.timeline != 0 => now
+                .wall_ms
+                .saturating_add(self.max_lead_ms.saturating_add(margin_ms) as i64),
+            _ => header.base_unix_ms,
+        };
+        Some(Change::Promotion {
+            timeline,
+            base_unix_ms: floor.max(header.base_unix_ms),
+        })
     }
 
     /// Renews the lease before it runs out, if no one else is doing so and the last attempt did
@@ -749,13 +796,22 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         Ok(())
     }
 
+    /// Whether the server generates, loading the durable state first if it has not been since
+    /// the server started.
+    pub fn status(&self) -> Result<Status, Refused<H::Error>> {
+        if self.shared.lease.status() == Status::NotLoaded {
+            self.load()?;
+        }
+        Ok(self.shared.lease.status())
+    }
+
     /// Resumes above a known ID (given decoded), for IDs issued where this server's state cannot
     /// know them (a `pg_upgrade`, a logical copy, a shard handed over from another server, a
-    /// state fenced as stale or unreadable): afterwards every shard's next ID is dated after
-    /// `id`'s millisecond, `id`'s shard (taken back if it was released) issues above `id`, and
-    /// the fence, if any, is lifted. The time base moves forward to the millisecond after
-    /// `id`'s if it is behind it, and all of it is durable before this returns. Returns the time
-    /// base's new floor in Unix milliseconds.
+    /// fenced state): afterwards every shard's next ID is dated after `id`'s millisecond, and
+    /// the fence, if any, is lifted. Released shards stay released, whatever `id`'s shard: taking
+    /// one back is [`Generator::take_back`]. The time base moves forward to the millisecond
+    /// after `id`'s if it is behind it, and all of it is durable before this returns. Returns
+    /// the time base's new floor in Unix milliseconds.
     pub fn resume_above(&self, above: Parts) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
         self.load_claimed(&claimed)?;
@@ -767,6 +823,43 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 recorded_epoch_unix_ms,
             });
         }
+        self.raise_past(above, &claimed, false)
+    }
+
+    /// Takes back `id`'s shard, released here before, above `id` (its new owner's last ID, given
+    /// decoded): as [`Generator::resume_above`], and the shard issues again, above `id`. A
+    /// server that refuses to generate (fenced, or under a later epoch) refuses, and so does one
+    /// where the shard is not released.
+    pub fn take_back(&self, above: Parts) -> Result<i64, Refused<H::Error>> {
+        let claimed = self.claim()?;
+        self.load_claimed(&claimed)?;
+        if let Some(refused) = self.shared.lease.status().refusal() {
+            return Err(refused);
+        }
+        let Some(shard) = Shard::new(above.shard) else {
+            return Err(Refused::NotReleased);
+        };
+        if !self.shared.shard(shard).last().1 {
+            return Err(Refused::NotReleased);
+        }
+        let floor = self.raise_past(above, &claimed, true)?;
+        shard_state::reclaim(
+            &self.shared.shard(shard).stamp,
+            stamp(above.ms, above.seq as u64),
+        );
+        Ok(floor)
+    }
+
+    /// Makes every later ID dated after `above`'s millisecond, durably: the time base and the
+    /// lease past it, every shard that is not released above it, the fence lifted; with
+    /// `take_back`, `above`'s shard is also no longer released in the durable state (the caller
+    /// takes it back in shared memory).
+    fn raise_past(
+        &self,
+        above: Parts,
+        claimed: &Claimed<H>,
+        take_back: bool,
+    ) -> Result<i64, Refused<H::Error>> {
         let floor_unix_ms = self.epoch_unix_ms + above.ms as i64 + 1;
         let now = clock::sample_patiently(self.host);
         let (base_unix_ms, _) = self.shared.time_base.read(now.mono_ms);
@@ -784,22 +877,25 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
             .min(END_OF_TIME_MS);
         // Parts that came from an ID always make one again.
         let above_id = crate::layout::compose(above.ms, above.shard, above.seq).unwrap_or(0);
-        self.persist(
-            &Change::Resume {
+        let (epoch_unix_ms, lease_end_unix_ms) =
+            (self.epoch_unix_ms, self.epoch_unix_ms + end_ms as i64);
+        let change = match take_back {
+            false => Change::Resume {
                 above_id,
-                epoch_unix_ms: self.epoch_unix_ms,
+                epoch_unix_ms,
                 base_unix_ms: new_base,
-                lease_end_unix_ms: self.epoch_unix_ms + end_ms as i64,
+                lease_end_unix_ms,
             },
-            &claimed,
-        )?;
+            true => Change::TakeBack {
+                above_id,
+                epoch_unix_ms,
+                base_unix_ms: new_base,
+                lease_end_unix_ms,
+            },
+        };
+        self.persist(&change, claimed)?;
         self.shared.time_base.raise_to(new_base, now);
-        if let Some(shard) = Shard::new(above.shard) {
-            shard_state::reclaim(
-                &self.shared.shard(shard).stamp,
-                stamp(above.ms, above.seq as u64),
-            );
-        }
+        self.shared.raise_floors(stamp(above.ms, MAX_SEQ as u64));
         self.shared.lease.publish(end_ms, new_base);
         self.shared.lease.set_status(Status::Generating);
         Ok(new_base)
@@ -809,7 +905,8 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// ID for it, including callers already running, and once it returns no server that replays
     /// this one's WAL (a standby, a restore, a promoted standby) issues it either, until it is
     /// taken back. Returns the last ID issued for it, or, if none was issued since the server
-    /// started, an ID above every one issued before. A server that cannot know its last ID
+    /// started, an ID above every one issued before: the floor every shard starts from after a
+    /// load, raised by every resume since. A server that cannot know its last ID
     /// (fenced, or configured with a later epoch than its IDs') refuses: the ID it would
     /// return could be below IDs it issued, and the next owner would resume below them.
     pub fn release(&self, shard: Shard) -> Result<i64, Refused<H::Error>> {

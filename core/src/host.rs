@@ -25,9 +25,16 @@ pub trait DurableStore {
     fn claimer(&self) -> u32;
 
     /// The state as the last durable change left it. If there is none yet, creates it durably
-    /// first (fresh under `epoch_unix_ms`, carried over from an older version, or fenced, as
-    /// the store finds fit) and returns that.
+    /// first (fenced, or fresh under `epoch_unix_ms` where the store finds nothing was issued)
+    /// and returns that.
     fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, Self::Error>;
+
+    /// The history the store's changes belong to, if it has such a notion: inside PostgreSQL,
+    /// the WAL timeline, which a promotion or a point-in-time restore moves to a new number.
+    /// 0 where there is none (and the protocol then never sees a promotion).
+    fn timeline(&self) -> u32 {
+        0
+    }
 
     /// Makes a change durable before returning: inside PostgreSQL, its WAL record is flushed,
     /// and on the synchronous standbys if there are any. Only after this returns may anything

@@ -36,6 +36,12 @@ pub const IDS_PER_MS: u64 = 1 << SEQ_BITS;
 
 /// The highest time field that keeps the sign bit clear: 2^40 - 1 milliseconds.
 pub const MAX_MS: u64 = (1 << (TIME_BITS - 1)) - 1;
+/// The first instant, in Unix milliseconds, that an epoch can no longer encode: 2^40 ms after
+/// it, when the time field would need the sign bit.
+pub fn exhaustion_unix_ms(epoch_unix_ms: i64) -> i64 {
+    epoch_unix_ms + MAX_MS as i64 + 1
+}
+
 /// The highest stamp: the last sequence number of the last usable millisecond.
 pub const MAX_STAMP: u64 = (MAX_MS << SEQ_BITS) | MAX_SEQ as u64;
 

@@ -10,9 +10,7 @@
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
 //! - [`startup`]: the one start-up decision: what the durable state is when a server first needs
-//!   it (loaded, created fresh, imported, or fenced, and why).
-//! - [`legacy`]: the state files of 0.1.0 and 0.2.0, and 0.2.0's WAL records, read once to
-//!   carry a cluster over.
+//!   it (loaded, created fresh, or fenced, and why), and what `pg_upgrade` makes of it.
 //! - [`generator`]: the issuing protocol: the fast path, and the slow one that loads the durable
 //!   state, renews the lease, releases, resumes and refuses. What differs inside PostgreSQL
 //!   (clocks, durable storage, waiting, logging) sits behind the small traits in [`host`], and
@@ -28,7 +26,6 @@ pub mod epoch;
 pub mod generator;
 pub mod host;
 pub mod layout;
-pub mod legacy;
 pub mod shard_hash;
 pub mod shard_set;
 pub mod shard_state;

@@ -99,6 +99,9 @@ impl DurableStore for Host {
             }
             Change::Resume {
                 lease_end_unix_ms, ..
+            }
+            | Change::TakeBack {
+                lease_end_unix_ms, ..
             } => {
                 self.disk
                     .end_ms
@@ -108,7 +111,7 @@ impl DurableStore for Host {
             Change::Release { .. } => {
                 self.disk.releases.fetch_add(1, SeqCst);
             }
-            Change::Init(_) => {}
+            Change::Init(_) | Change::Promotion { .. } => {}
         }
         Ok(())
     }

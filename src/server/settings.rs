@@ -8,6 +8,8 @@
 //!   every other session on that shard wait for it.
 //! - `snowid.shards` (reload): the shards this server may generate for. Each process keeps the
 //!   parsed set as a bitmap that its assign hook replaces on reload.
+//! - `snowid.promotion_margin` (reload): after a promotion (or a point-in-time restore), how far
+//!   past the wall clock plus `snowid.max_lead` the time base starts; -1 turns it off.
 //!
 //! Settings fail closed. At start-up a malformed or out-of-range value in `postgresql.conf`, or an
 //! unknown `snowid.*` name (a misspelt one), stops the server with the reason in the log, instead
@@ -33,17 +35,28 @@ use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::Relaxed};
 const EPOCH_NAME: &CStr = c"snowid.epoch";
 const MAX_LEAD_NAME: &CStr = c"snowid.max_lead";
 const SHARDS_NAME: &CStr = c"snowid.shards";
+const PROMOTION_MARGIN_NAME: &CStr = c"snowid.promotion_margin";
 /// Every setting snowid defines, for spotting misspelt ones.
-const NAMES: [&str; 3] = ["snowid.epoch", "snowid.max_lead", "snowid.shards"];
+const NAMES: [&str; 4] = [
+    "snowid.epoch",
+    "snowid.max_lead",
+    "snowid.shards",
+    "snowid.promotion_margin",
+];
 
 const MAX_LEAD_DEFAULT_MS: i32 = 1000;
 const MAX_LEAD_LIMIT_MS: i32 = 60_000;
+/// With the default lead, a promoted server starts 3 s ahead of its clock: above every ID an
+/// old primary whose clock agreed could have dated before it died, allowing for 2 s of drift.
+const PROMOTION_MARGIN_DEFAULT_MS: i32 = 2000;
+const PROMOTION_MARGIN_LIMIT_MS: i32 = 3_600_000;
 
 static EPOCH: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(epoch::DEFAULT_EPOCH));
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_LEAD_DEFAULT_MS);
 static SHARDS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(ShardSet::ALL));
+static PROMOTION_MARGIN_MS: GucSetting<i32> = GucSetting::<i32>::new(PROMOTION_MARGIN_DEFAULT_MS);
 
 /// This process's copy of `snowid.shards`.
 static OWNED: LiveShardSet = LiveShardSet::all();
@@ -94,12 +107,22 @@ pub fn init() {
         }
     }
     if let Some(text) = configured_text(MAX_LEAD_NAME) {
-        if let Err(reason) = parse_max_lead(&text) {
+        if let Err(reason) = parse_duration(&text, 0, MAX_LEAD_LIMIT_MS) {
             errors::invalid_setting_at_startup(
                 "snowid.max_lead",
                 &text,
                 &reason,
                 "Use a duration from 0 to 1min, such as '1s' or '250ms'.",
+            );
+        }
+    }
+    if let Some(text) = configured_text(PROMOTION_MARGIN_NAME) {
+        if let Err(reason) = parse_duration(&text, -1, PROMOTION_MARGIN_LIMIT_MS) {
+            errors::invalid_setting_at_startup(
+                "snowid.promotion_margin",
+                &text,
+                &reason,
+                "Use a duration from 0 to 1h, such as '2s', or -1 to turn it off.",
             );
         }
     }
@@ -129,6 +152,20 @@ pub fn init() {
         &MAX_LEAD_MS,
         0,
         MAX_LEAD_LIMIT_MS,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        PROMOTION_MARGIN_NAME,
+        c"After a promotion, how far past the clock plus snowid.max_lead IDs start.",
+        c"At the first generation on a new WAL timeline (a promoted standby, a point-in-time \
+          restore), the time base starts at least this far past the wall clock plus \
+          snowid.max_lead: above the IDs an old primary could have dated before it failed, \
+          where its last WAL was lost, as long as the two clocks agree within this margin. \
+          -1 turns it off.",
+        &PROMOTION_MARGIN_MS,
+        -1,
+        PROMOTION_MARGIN_LIMIT_MS,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -208,8 +245,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Checks a configured `snowid.max_lead` the way PostgreSQL would parse it.
-fn parse_max_lead(text: &str) -> Result<i32, String> {
+/// Checks a configured duration in milliseconds the way PostgreSQL would parse it.
+fn parse_duration(text: &str, min_ms: i32, max_ms: i32) -> Result<i32, String> {
     let value = CString::new(text).map_err(|_| "the value contains a NUL byte".to_string())?;
     let mut ms = 0;
     let mut hint: *const c_char = std::ptr::null();
@@ -225,9 +262,9 @@ fn parse_max_lead(text: &str) -> Result<i32, String> {
     if !ok {
         return Err("it is not a duration such as '1s' or '250ms'".into());
     }
-    if !(0..=MAX_LEAD_LIMIT_MS).contains(&ms) {
+    if !(min_ms..=max_ms).contains(&ms) {
         return Err(format!(
-            "{ms} ms is outside the valid range from 0 to {MAX_LEAD_LIMIT_MS} ms"
+            "{ms} ms is outside the valid range from {min_ms} to {max_ms} ms"
         ));
     }
     Ok(ms)
@@ -261,6 +298,12 @@ pub fn max_lead_ms() -> u64 {
     // statements, on this thread.
     // The setting's range is 0 to 60,000; through u32, even a negative could not overflow.
     unsafe { *MAX_LEAD_MS.as_ptr() as u32 as u64 }
+}
+
+/// How far past the wall clock plus the lead a promoted server's time base starts, or `None`
+/// when that is turned off.
+pub fn promotion_margin_ms() -> Option<u64> {
+    u64::try_from(PROMOTION_MARGIN_MS.get()).ok()
 }
 
 /// Whether this server may generate IDs for a shard (one load and a bit test).

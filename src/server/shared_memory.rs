@@ -6,11 +6,9 @@
 //!   sees it, the writer's claim, one stamp per shard (8,192), each on its own 64-byte cache
 //!   line, so that shards never contend through false sharing and the read-mostly lines (time
 //!   base, lease) are written only by the slow path, and the shards' tallies (IDs issued, waits),
-//!   apart from the stamps. Beside it: an old version's file as judged at this start, and the
-//!   condition variable of the writer's claim.
+//!   apart from the stamps. Beside it: the condition variable of the writer's claim.
 //! - The postmaster zeroes the segment in the shared-memory startup hook, before any backend
-//!   exists, and starts the time base at the wall clock. Nothing is read from disk there but an
-//!   old version's file, if one is still there, judged by [`startup::judge_old_files`]. After a
+//!   exists, and starts the time base at the wall clock. Nothing is read from disk there. After a
 //!   backend crash the postmaster builds a fresh segment the same way.
 //! - The durable state lives in pages of the buffer manager (see [`crate::server::state`]), not
 //!   here.
@@ -37,8 +35,6 @@
 //!   [`crate::server::counters`]).
 //! - Every backend and parallel worker inherits the segment's address from the postmaster.
 
-use crate::server::settings;
-use crate::server::state::startup::{self, OldFile};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::{sample_patiently, SystemClock};
@@ -49,7 +45,6 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
 #[repr(C)]
 struct Segment {
     shared: Shared,
-    old_file: OldFile,
     /// Where callers sleep while another holds the writer's claim; its holder wakes them when
     /// it gives the claim back.
     claim_given_back: pg_sys::ConditionVariable,
@@ -65,7 +60,7 @@ static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
 /// Installs the hooks that request and build the segment. Call only from `_PG_init` during
-/// `shared_preload_libraries` processing, after the settings are defined.
+/// `shared_preload_libraries` processing.
 pub fn init() {
     // SAFETY: the postmaster runs this once while loading preloaded libraries, when hooks are
     // installed; the previous hooks are called first, as every extension must.
@@ -104,11 +99,10 @@ unsafe extern "C-unwind" fn start_segment() {
             pg_sys::ShmemInitStruct(SEGMENT_NAME.as_ptr(), size_of::<Segment>(), &mut found)
                 .cast::<Segment>();
         if !found {
-            // All zero is a valid segment: nothing loaded, nothing to import.
+            // All zero is a valid segment: nothing loaded.
             std::ptr::write_bytes(segment, 0, 1);
             (*segment).shared.restart(sample_patiently(&SystemClock));
             pg_sys::ConditionVariableInit(&raw mut (*segment).claim_given_back);
-            startup::judge_old_files(&(*segment).old_file, settings::epoch_unix_ms());
         }
         SEGMENT.store(segment, Relaxed);
     }

@@ -12,13 +12,12 @@
 //!   errors with their SQLSTATEs.
 
 use crate::errors;
-use crate::server::pg_host::PgHost;
+use crate::server::issuing::{generating_state, generator, raise_refusal};
 use crate::server::{counters, settings, shared_memory};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
-use snowid_core::durable::Unavailable;
-use snowid_core::generator::{FastIssue, Generator, Refused, Shared};
+use snowid_core::generator::{FastIssue, Refused};
 use snowid_core::host::Clock;
 use snowid_core::layout::{self, Shard};
 
@@ -242,34 +241,6 @@ fn next_own_id() -> i64 {
     errors::no_shard_owned(&settings::shards_text())
 }
 
-/// The protocol for this backend's call, with the server's settings.
-pub fn generator(state: &Shared) -> Generator<'_, PgHost> {
-    Generator::new(
-        state,
-        &PgHost,
-        settings::epoch_unix_ms(),
-        settings::max_lead_ms(),
-    )
-}
-
-/// The shared state, if this server may change or generate now: preloaded, not in recovery, and
-/// in a read-write transaction. `what` names the caller in errors.
-pub fn generating_state(what: &str) -> &'static Shared {
-    let Some(state) = shared_memory::state() else {
-        errors::not_preloaded(what)
-    };
-    // SAFETY: plain calls and reads of backend state.
-    unsafe {
-        if pg_sys::RecoveryInProgress() {
-            errors::during_recovery(what);
-        }
-        if pg_sys::XactReadOnly {
-            errors::read_only_transaction(what);
-        }
-    }
-    state
-}
-
 /// A number unique among the server's live backends, dense from 0: how `snowid_next()` spreads
 /// backends over the owned shards. A parallel worker takes its leader's, so that it draws from
 /// the leader's shard and one session's IDs keep increasing.
@@ -293,39 +264,11 @@ fn backend_number() -> usize {
     number.max(0) as usize
 }
 
-/// Raises the error for a refusal.
-#[cold]
-#[track_caller]
-pub fn raise_refusal(refused: Refused<Unavailable>, shard: Shard) -> ! {
-    let epoch_ms = settings::epoch_unix_ms();
-    match refused {
-        Refused::Exhausted => errors::exhausted(epoch_ms),
-        Refused::ClockBeforeEpoch { base_unix_ms } => {
-            errors::clock_before_epoch(epoch_ms, base_unix_ms)
-        }
-        Refused::Released => errors::shard_released(shard.get()),
-        Refused::Fenced(fence) => errors::fenced(fence),
-        Refused::EpochMovedLater {
-            recorded_epoch_unix_ms,
-        } => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
-        Refused::Persist(unavailable) => errors::state_unavailable(&unavailable),
-        Refused::TooFarAhead {
-            floor_unix_ms,
-            now_unix_ms,
-        } => errors::resume_too_far_ahead(floor_unix_ms, now_unix_ms),
-        // A cancel raises its own error from the wait; this is never reached inside PostgreSQL.
-        Refused::Interrupted => {
-            pg_sys::check_for_interrupts!();
-            errors::interrupted()
-        }
-    }
-}
-
 /// Logs a warning at start-up when the time field runs out within a year.
 pub fn warn_if_exhaustion_is_near(epoch_ms: i64) {
     use snowid_core::host::Clock;
     const YEAR_MS: i64 = 365 * 86_400_000;
-    let exhausted_at = epoch_ms + layout::MAX_MS as i64 + 1;
+    let exhausted_at = layout::exhaustion_unix_ms(epoch_ms);
     if exhausted_at - snowid_core::clock::SystemClock.wall_ms() < YEAR_MS {
         warning!(
             "snowid IDs run out at {}: after that snowid_next fails rather than issue negative IDs",

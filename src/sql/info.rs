@@ -10,7 +10,7 @@ use pgrx::prelude::*;
 use snowid_core::generator::Status;
 use snowid_core::host::Clock;
 use snowid_core::layout::{
-    id_from_stamp, stamp_ms, Shard, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS,
+    self, id_from_stamp, stamp_ms, Shard, IDS_PER_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS,
 };
 
 pub(crate) fn interval_ms(ms: i64) -> Interval {
@@ -45,7 +45,7 @@ fn snowid_info_v2() -> TableIterator<
         timestamptz(epoch_ms),
         format!("{TIME_BITS}/{SHARD_BITS}/{SEQ_BITS}"),
         IDS_PER_MS as i32,
-        timestamptz(epoch_ms + MAX_MS as i64 + 1),
+        timestamptz(layout::exhaustion_unix_ms(epoch_ms)),
         settings::shards_text(),
         interval_ms(settings::max_lead_ms() as i64),
         generating(),

@@ -10,23 +10,21 @@ use crate::errors;
 use crate::server::settings;
 use crate::server::state::startup;
 use pgrx::prelude::*;
-use snowid_core::startup::Occasion;
 
-/// Creates the durable state if it is missing: fresh at install, as the old version would have
-/// at an update from it, or as the start-up decision says if an old version's file is there or
-/// the pages are damaged.
+/// Creates the durable state if it is missing, as the start-up decision says: fresh where
+/// nothing witnesses that the cluster had it, fenced otherwise. The argument names the script
+/// (`install`, or `update` from a version that created the state at the first generation); both
+/// decide alike.
 #[pg_extern(volatile, sql = false)]
 fn snowid_create_state(occasion: &str) {
-    let occasion = match occasion {
-        "install" => Occasion::Install,
-        "update" => Occasion::UpdateFromOld,
-        other => errors::bad_argument(
+    if !matches!(occasion, "install" | "update") {
+        errors::bad_argument(
             pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("snowid cannot create its state for \"{other}\""),
+            format!("snowid cannot create its state for \"{occasion}\""),
             Some("Only the extension's install and update scripts call this function."),
-        ),
-    };
-    if let Err(unavailable) = startup::ensure(occasion, settings::epoch_unix_ms()) {
+        )
+    }
+    if let Err(unavailable) = startup::ensure(settings::epoch_unix_ms()) {
         errors::state_unavailable(&unavailable)
     }
 }

@@ -10,7 +10,7 @@ use crate::server::{settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use snowid_core::host::Clock;
-use snowid_core::layout::{stamp_ms, IDS_PER_MS, MAX_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS};
+use snowid_core::layout::{self, stamp_ms, IDS_PER_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS};
 use snowid_core::shard_set::ShardSet;
 
 #[allow(clippy::type_complexity)]
@@ -47,7 +47,7 @@ fn snowid_info() -> TableIterator<
         SHARD_BITS as i32,
         SEQ_BITS as i32,
         IDS_PER_MS as i64,
-        timestamptz(epoch_ms + MAX_MS as i64 + 1),
+        timestamptz(layout::exhaustion_unix_ms(epoch_ms)),
         state.map(|_| interval_ms(settings::max_lead_ms() as i64)),
         shards.clone(),
         ShardSet::parse(&shards).map_or(0, |s| s.len() as i32),

@@ -2,31 +2,133 @@
 //! - `snowid_release(shard)` hands a shard off: durably, so the server's standbys, restores and
 //!   promoted standbys refuse it too;
 //! - `snowid_resume_above(id)` makes every later ID greater than one issued where this server's
-//!   state could not know it (another server, a `pg_upgrade`), takes a released shard back, and
-//!   lifts a fence;
-//! - `snowid_resume_above_columns()` does that above the highest value of every column in the
-//!   current database that snowid fills: the one statement a fenced cluster needs.
+//!   state could not know it (another server, a `pg_upgrade`), and lifts a fence; a fence lifts
+//!   only above what every database holds too, so on a fenced server it reads them first. It
+//!   never takes a released shard back;
+//! - `snowid_take_back(shard, id)` takes back a shard released here, above its other owner's
+//!   last ID: a separate, explicit act;
+//! - `snowid_resume_above_columns()` resumes above the highest snowid key of every database of
+//!   the cluster, and lists them: the one statement a fenced cluster needs.
 
 use super::decode;
-use super::generate::{generating_state, generator, raise_refusal};
 use crate::errors;
-use crate::server::settings;
+use crate::server::issuing::{generating_state, generator, raise_refusal};
+use crate::server::{settings, survey};
 use pgrx::prelude::*;
-use snowid_core::layout::{self, Shard};
+use snowid_core::generator::{Shared, Status};
+use snowid_core::layout::{self, Parts, Shard};
+
+/// An ID decoded, or the error for a negative one.
+fn parts_of(id: i64) -> Parts {
+    layout::decompose(id).unwrap_or_else(|| errors::negative_id(id))
+}
+
+/// The time base's new floor, as a timestamp.
+fn floor_timestamp(floor_unix_ms: i64) -> TimestampWithTimeZone {
+    decode::timestamptz(floor_unix_ms)
+        .unwrap_or_else(|| errors::exhausted(settings::epoch_unix_ms()))
+}
+
+/// Resumes above `id`, and above every database's keys where the server is fenced.
+fn resume(state: &'static Shared, id: i64) -> TimestampWithTimeZone {
+    let parts = parts_of(id);
+    let shard = Shard::new(parts.shard).unwrap_or_else(|| errors::shard_out_of_range(parts.shard));
+    let g = generator(state);
+    let fenced = matches!(
+        g.status().unwrap_or_else(|r| raise_refusal(r, shard)),
+        Status::Fenced(_)
+    );
+    let above = match fenced {
+        true => highest_key(id, &survey::every_database()),
+        false => id,
+    };
+    let floor = g
+        .resume_above(parts_of(above))
+        .unwrap_or_else(|refused| raise_refusal(refused, shard));
+    if state.shard(shard).last().1 {
+        notice!(
+            "snowid shard {} stays released: a resume never takes a shard back; to take it back, SELECT snowid_take_back({}, <its other owner's last ID>);",
+            shard.get(),
+            shard.get()
+        );
+    }
+    floor_timestamp(floor)
+}
+
+/// The highest of `id` and every database's keys.
+fn highest_key(id: i64, databases: &[survey::DatabaseKeys]) -> i64 {
+    databases
+        .iter()
+        .filter_map(|d| d.highest)
+        .fold(id, i64::max)
+}
 
 /// Resumes above an ID issued elsewhere: a `pg_upgrade`, a logical copy, a shard handed over, a
 /// fence.
 #[pg_extern(volatile, strict)]
 fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
-    let Some(parts) = layout::decompose(id) else {
-        errors::negative_id(id)
+    parts_of(id);
+    resume(generating_state("snowid_resume_above()"), id)
+}
+
+/// Takes back a shard released here, above an ID of that shard issued by its other owner.
+#[pg_extern(volatile, strict)]
+fn snowid_take_back(shard: i32, above_id: i64) -> TimestampWithTimeZone {
+    let Some(valid) = Shard::new(shard) else {
+        errors::shard_out_of_range(shard)
     };
-    let state = generating_state("snowid_resume_above()");
-    let shard = Shard::new(parts.shard).unwrap_or_else(|| errors::shard_out_of_range(parts.shard));
+    let parts = parts_of(above_id);
+    if parts.shard != shard {
+        errors::take_back_of_another_shard(shard, above_id, parts.shard);
+    }
+    let state = generating_state("snowid_take_back()");
     let floor = generator(state)
-        .resume_above(parts)
-        .unwrap_or_else(|refused| raise_refusal(refused, shard));
-    decode::timestamptz(floor).unwrap_or_else(|| errors::exhausted(settings::epoch_unix_ms()))
+        .take_back(parts)
+        .unwrap_or_else(|refused| raise_refusal(refused, valid));
+    floor_timestamp(floor)
+}
+
+/// Resumes above the highest snowid key of every database, and lists every key column read.
+#[pg_extern(volatile)]
+#[allow(clippy::type_complexity)] // pgrx reads the row's columns from the tuple written out here.
+fn snowid_resume_above_columns() -> TableIterator<
+    'static,
+    (
+        name!(database, String),
+        name!(tbl, Option<String>),
+        name!(col, Option<String>),
+        name!(max_id, Option<i64>),
+    ),
+> {
+    let state = generating_state("snowid_resume_above_columns()");
+    let databases = survey::every_database();
+    if databases
+        .iter()
+        .all(|d| d.columns.is_empty() && d.unlisted == 0)
+    {
+        errors::no_key_columns();
+    }
+    let highest = highest_key(0, &databases);
+    resume(state, highest);
+    let rows: Vec<_> = databases
+        .into_iter()
+        .flat_map(|d| {
+            let listed = d.columns.into_iter().map({
+                let database = d.database.clone();
+                move |c| (database.clone(), Some(c.table), Some(c.column), c.max_id)
+            });
+            let unlisted = (d.unlisted > 0).then(|| {
+                (
+                    d.database.clone(),
+                    None,
+                    Some(format!("({} more columns)", d.unlisted)),
+                    d.highest,
+                )
+            });
+            listed.chain(unlisted).collect::<Vec<_>>()
+        })
+        .collect();
+    TableIterator::new(rows)
 }
 
 /// Releases a shard on this server, for handing it to another: from the moment this is called no
@@ -45,71 +147,24 @@ fn snowid_release(shard: i32) -> i64 {
 
 extension_sql!(
     r#"
-CREATE FUNCTION snowid_resume_above_columns(OUT tbl regclass, OUT col name, OUT max_id bigint)
-RETURNS SETOF record
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    highest bigint;
-    seen boolean := false;
-BEGIN
-    -- Every column of an ordinary table (a partition included) whose default calls snowid_next,
-    -- or that a snowid_fill_id trigger fills (the trigger's first argument names it).
-    FOR tbl, col IN
-        WITH snowid_functions AS (
-            SELECT p.oid, p.proname
-            FROM pg_depend d
-            JOIN pg_extension e ON e.oid = d.refobjid
-            JOIN pg_proc p ON p.oid = d.objid
-            WHERE d.classid = 'pg_proc'::regclass
-              AND d.refclassid = 'pg_extension'::regclass
-              AND d.deptype = 'e'
-              AND e.extname = 'snowid'
-        )
-        SELECT c.oid::regclass, a.attname
-        FROM pg_attrdef ad
-        JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = ad.oid
-        JOIN snowid_functions f ON f.oid = dep.refobjid AND f.proname = 'snowid_next'
-        JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
-        JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-        WHERE dep.refclassid = 'pg_proc'::regclass AND NOT a.attisdropped
-        UNION
-        SELECT c.oid::regclass, a.attname
-        FROM pg_trigger t
-        JOIN snowid_functions f ON f.oid = t.tgfoid AND f.proname = 'snowid_fill_id'
-        JOIN pg_class c ON c.oid = t.tgrelid AND c.relkind = 'r'
-        JOIN pg_attribute a ON a.attrelid = t.tgrelid AND NOT a.attisdropped
-         AND a.attname = convert_from(
-                substring(t.tgargs FROM 1 FOR greatest(position('\x00'::bytea IN t.tgargs) - 1, 0)),
-                getdatabaseencoding())::name
-        ORDER BY 1, 2
-    LOOP
-        EXECUTE format('SELECT max(%I) FROM ONLY %s', col, tbl) INTO max_id;
-        seen := true;
-        highest := greatest(highest, max_id);
-        RETURN NEXT;
-    END LOOP;
-    IF NOT seen THEN
-        RAISE EXCEPTION 'no column of database "%" takes its values from snowid', current_database()
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'snowid_resume_above_columns() resumes above the highest value of every column whose default calls snowid_next or that a snowid_fill_id trigger fills.',
-                  HINT = 'Run it in the database that has such columns, or resume by hand: SELECT snowid_resume_above(<the highest ID issued>);';
-    END IF;
-    PERFORM @extschema@.snowid_resume_above(coalesce(highest, 0));
-END
-$$;
-
 REVOKE ALL ON FUNCTION snowid_resume_above(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowid_take_back(int, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowid_release(int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowid_resume_above_columns() FROM PUBLIC;
 COMMENT ON FUNCTION snowid_resume_above(bigint) IS
-    'Superuser: from now on every ID this server issues is above this ID and dated after its millisecond, durably; takes its shard back if it was released, and lifts a fence. For pg_upgrade, logical copies and shard hand-offs. Returns the new floor of the time base.';
+    'Superuser: from now on every ID this server issues is above this ID and dated after its millisecond, durably, and a fence is lifted (on a fenced server, above the highest snowid key of every database too). Released shards stay released. For pg_upgrade, logical copies and shard hand-offs. Returns the new floor of the time base.';
+COMMENT ON FUNCTION snowid_take_back(int, bigint) IS
+    'Superuser: takes back a shard this server released, above an ID of that shard (its other owner''s last ID, from snowid_release there), durably. Returns the new floor of the time base.';
 COMMENT ON FUNCTION snowid_release(int) IS
     'Superuser: stops this server, and every server that replays its WAL, issuing IDs for a shard, including in running statements, durably, and returns the last ID issued for it.';
 COMMENT ON FUNCTION snowid_resume_above_columns() IS
-    'Superuser: snowid_resume_above the highest value of every column in this database whose default calls snowid_next or that a snowid_fill_id trigger fills; lists them. The one statement a fenced cluster needs, run in each database with snowid keys.';
+    'Superuser: snowid_resume_above the highest value of every column, in every database of the cluster, whose default calls snowid_next or that a snowid_fill_id trigger fills (partitions and children included); lists them. The one statement a fenced cluster needs.';
 "#,
     name = "operations",
-    requires = [snowid_resume_above, snowid_release]
+    requires = [
+        snowid_resume_above,
+        snowid_take_back,
+        snowid_release,
+        snowid_resume_above_columns
+    ]
 );

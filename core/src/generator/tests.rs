@@ -33,6 +33,8 @@ struct Host {
     waits_left: Cell<u32>,
     waited: RefCell<Vec<u64>>,
     events: RefCell<Vec<Event>>,
+    /// The store's timeline (0: none), which a promotion moves on.
+    timeline: Cell<u32>,
 }
 
 impl Host {
@@ -49,6 +51,7 @@ impl Host {
             waits_left: Cell::new(u32::MAX),
             waited: RefCell::new(Vec::new()),
             events: RefCell::new(Vec::new()),
+            timeline: Cell::new(0),
         }
     }
 
@@ -105,8 +108,17 @@ impl DurableStore for Host {
         if let Some(state) = existing {
             return Ok(state);
         }
-        self.persist(&Change::Init(Box::new(Header::fresh(epoch_unix_ms))))?;
+        // Created on the current timeline, as the server creates it.
+        let header = Header {
+            timeline: self.timeline.get(),
+            ..Header::fresh(epoch_unix_ms)
+        };
+        self.persist(&Change::Init(Box::new(header)))?;
         Ok(self.disk.borrow().clone().unwrap())
+    }
+
+    fn timeline(&self) -> u32 {
+        self.timeline.get()
     }
 
     fn persist(&self, change: &Change) -> Result<(), DiskFull> {
@@ -546,7 +558,7 @@ fn a_clock_before_the_epoch_and_the_end_of_time_are_refused() {
 }
 
 #[test]
-fn a_release_is_durable_and_outlives_restarts_until_a_resume_takes_the_shard_back() {
+fn a_release_is_durable_and_outlives_restarts_and_resumes_until_taken_back() {
     // Guards against a release kept in memory only: a restart, or a standby promoted from this
     // server's WAL, would issue the released shard again, next to the server it was handed to.
     let host = Host::new();
@@ -581,6 +593,12 @@ fn a_release_is_durable_and_outlives_restarts_until_a_resume_takes_the_shard_bac
     let g = generator(&shared, &host);
     let theirs = compose(ms_of(last) + 50, 5, 9).unwrap();
     g.resume_above(parts(theirs)).unwrap();
+    assert_eq!(
+        g.next_id(shard(5)),
+        Err(Refused::Released),
+        "a resume above an ID of the shard leaves it released"
+    );
+    g.take_back(parts(theirs)).unwrap();
     assert!(g.next_id(shard(5)).unwrap() > theirs);
     let shared = host.restart();
     assert!(generator(&shared, &host).next_id(shard(5)).unwrap() > theirs);
@@ -870,7 +888,7 @@ fn resuming_above_an_id_from_elsewhere_needs_no_waiting_and_survives_a_restart()
 }
 
 #[test]
-fn resuming_takes_back_a_released_shard_and_keeps_its_own_order() {
+fn a_take_back_is_its_own_act_and_keeps_the_shards_order() {
     let host = Host::new();
     let shared = host.restart();
     let g = generator(&shared, &host);
@@ -878,8 +896,159 @@ fn resuming_takes_back_a_released_shard_and_keeps_its_own_order() {
     g.release(shard(5)).unwrap();
     let older = compose(ms_of(last) - 100, 5, 0).unwrap();
     g.resume_above(parts(older)).unwrap();
-    assert!(g.next_id(shard(5)).unwrap() > last);
+    assert!(
+        host.header().released.contains(5),
+        "a resume takes nothing back"
+    );
+    g.take_back(parts(older)).unwrap();
+    assert!(
+        g.next_id(shard(5)).unwrap() > last,
+        "above its own last ID too"
+    );
     assert!(host.header().released.iter().next().is_none());
+    assert!(matches!(
+        host.changes.borrow().last(),
+        Some(Change::TakeBack { .. })
+    ));
+
+    // A shard that is not released cannot be taken back, and nothing is written.
+    let writes = host.persists();
+    assert_eq!(g.take_back(parts(older)), Err(Refused::NotReleased));
+    assert_eq!(host.persists(), writes);
+}
+
+#[test]
+fn a_fenced_server_takes_nothing_back() {
+    let mut header = Header::fenced(Fence::Lost, EPOCH);
+    header.released.insert(5);
+    let host = Host::with_disk(header);
+    let shared = host.restart();
+    let above = compose(now_ms(&host), 5, 0).unwrap();
+    assert_eq!(
+        generator(&shared, &host).take_back(parts(above)),
+        Err(Refused::Fenced(Fence::Lost))
+    );
+    assert_eq!(host.persists(), 0);
+}
+
+#[test]
+fn a_resume_raises_every_shard_so_a_later_release_returns_an_id_above_it() {
+    // Guards against a release after a resume composing its last ID from a shard left at zero:
+    // on 0.4.0 a fenced server resumed above an ID of shard 8 returned shard 7 at the epoch
+    // (7168) from snowid_release(7), and the next owner resumed below the IDs it had issued.
+    let mut header = Header::fenced(Fence::Lost, EPOCH);
+    header.released.insert(9);
+    let host = Host::with_disk(header);
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    let above = compose(now_ms(&host) + 600_000, 8, 3).unwrap();
+    g.resume_above(parts(above)).unwrap();
+    let last = g.release(shard(7)).unwrap();
+    let highest_of_7 = compose(ms_of(above), 7, MAX_SEQ).unwrap();
+    assert!(
+        last >= highest_of_7,
+        "{last} is below shard 7's IDs up to the resume's millisecond"
+    );
+    assert_eq!(
+        g.next_id(shard(9)),
+        Err(Refused::Released),
+        "and a released shard stays released"
+    );
+    for n in [0, 8, 8191] {
+        assert!(g.next_id(shard(n)).unwrap() > above);
+    }
+}
+
+#[test]
+fn the_first_load_on_a_new_timeline_records_it_and_raises_the_floor_by_the_margin() {
+    // Guards against a promoted standby dating IDs where its old primary's unreceived leases
+    // were: with a margin, its time base starts at the wall clock plus max_lead plus the margin.
+    let host = Host::new();
+    host.timeline.set(1);
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    g.next_id(shard(1)).unwrap();
+    g.release(shard(4)).unwrap();
+    assert_eq!(host.header().timeline, 1);
+    let writes = host.persists();
+
+    // A restart on the same timeline (a crash recovery) is no promotion.
+    let shared = host.restart();
+    generator(&shared, &host)
+        .with_promotion_margin(Some(2_000))
+        .next_id(shard(1))
+        .unwrap();
+    assert!(!host
+        .changes
+        .borrow()
+        .iter()
+        .skip(writes)
+        .any(|c| matches!(c, Change::Promotion { .. })));
+
+    // Promoted: timeline 2.
+    host.timeline.set(2);
+    let shared = host.restart();
+    let g = generator(&shared, &host).with_promotion_margin(Some(2_000));
+    let wall = host.wall_ms();
+    let id = g.next_id(shard(1)).unwrap();
+    assert!(
+        EPOCH + ms_of(id) as i64 >= wall + LEAD as i64 + 2_000,
+        "dated past the wall clock, max_lead and the margin"
+    );
+    assert_eq!(host.header().timeline, 2);
+    assert!(host.header().base_unix_ms >= wall + LEAD as i64 + 2_000);
+    assert_eq!(
+        g.next_id(shard(4)),
+        Err(Refused::Released),
+        "a promotion leaves releases alone"
+    );
+
+    // Recorded once: the next start on timeline 2 writes no promotion again.
+    let writes = host.persists();
+    let shared = host.restart();
+    generator(&shared, &host)
+        .with_promotion_margin(Some(2_000))
+        .next_id(shard(1))
+        .unwrap();
+    assert!(!host
+        .changes
+        .borrow()
+        .iter()
+        .skip(writes)
+        .any(|c| matches!(c, Change::Promotion { .. })));
+}
+
+#[test]
+fn without_a_margin_or_an_earlier_timeline_a_promotion_only_records_the_timeline() {
+    for (recorded, margin) in [(1, None), (0, Some(2_000))] {
+        let host = Host::with_disk(Header {
+            timeline: recorded,
+            ..Header::fresh(EPOCH)
+        });
+        host.timeline.set(3);
+        let shared = host.restart();
+        let g = generator(&shared, &host).with_promotion_margin(margin);
+        g.next_id(shard(1)).unwrap();
+        assert_eq!(host.header().timeline, 3);
+        assert!(
+            host.header().base_unix_ms < host.wall_ms() + LEAD as i64,
+            "no floor raised ({recorded}, {margin:?})"
+        );
+    }
+}
+
+#[test]
+fn a_fenced_server_records_a_promotion_and_stays_fenced() {
+    let host = Host::with_disk(Header {
+        timeline: 1,
+        ..Header::fenced(Fence::Upgraded, EPOCH)
+    });
+    host.timeline.set(2);
+    let shared = host.restart();
+    let g = generator(&shared, &host).with_promotion_margin(Some(1_000));
+    assert_eq!(g.next_id(shard(1)), Err(Refused::Fenced(Fence::Upgraded)));
+    assert_eq!(host.header().timeline, 2);
+    assert_eq!(host.header().fence, Some(Fence::Upgraded));
 }
 
 #[test]

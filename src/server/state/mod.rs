@@ -4,12 +4,17 @@
 //! - [`pages`]: the relation `global/9128`, in the buffer manager;
 //! - [`wal_records`]: snowid's WAL resource manager, its records and their replay;
 //! - [`durability`]: a change is used only once flushed, and confirmed by synchronous standbys;
-//! - [`startup`]: what the state is when a server first needs it, and an old version's file;
-//! - [`witness`]: in each database where snowid was installed, a witness that the state existed.
+//! - [`startup`]: what the state is when a server first needs it, and what `pg_upgrade` makes of
+//!   it;
+//! - [`witness`]: the cluster's and each database's witness that the state existed;
+//! - [`old_files`]: files earlier versions left, which count as witnesses;
+//! - [`faults`]: fault points in the state's creation, for its tests.
 //!
 //! Nothing here reads the settings or the rest of the runtime: callers pass what it needs.
 
 pub mod durability;
+pub mod faults;
+pub mod old_files;
 pub mod pages;
 pub mod startup;
 pub mod wal_records;

@@ -8,7 +8,8 @@
 //! one.
 //!
 //! - [`create`] writes every page whole, in one WAL record of full-page images (PostgreSQL's own
-//!   kind, so that it replays on any server, with snowid preloaded or not);
+//!   kind, so that it replays on any server, with snowid preloaded or not), over whatever the
+//!   file held: for the state's creation, and for its fencing by `pg_upgrade`;
 //! - [`write`] makes one change: one record of snowid's resource manager that names the pages it
 //!   changes, inserted with the buffers locked exclusively, as for any page;
 //! - standbys, crash recovery and restores replay both into the same pages
@@ -16,10 +17,13 @@
 //!   with full-page images in the WAL protecting them from torn writes and data checksums from
 //!   rot, and no write of snowid's own at replay or at exit;
 //! - base backups copy the file; `pg_rewind` follows the records' page references; `pg_upgrade`
-//!   leaves it behind, and the new cluster finds its state lost (see [`super::startup`]).
+//!   leaves it behind (see [`super::startup`]).
+//!
+//! [`write_pages`] also writes the witnesses' one-page relations ([`super::witness`]).
 //!
 //! Before a change is used, its record is made durable ([`super::durability`]).
 
+use super::faults;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{
@@ -37,25 +41,29 @@ pub(super) type Locator = pg_sys::RelFileNode;
 #[cfg(not(feature = "pg15"))]
 pub(super) type Locator = pg_sys::RelFileLocator;
 
-/// A relation numbered [`RELATION_NUMBER`] in a tablespace and database.
-pub(super) fn locator_in(tablespace: pg_sys::Oid, database: pg_sys::Oid) -> Locator {
+/// A relation numbered `number` in a tablespace and database.
+pub(super) fn locator_in(tablespace: pg_sys::Oid, database: pg_sys::Oid, number: u32) -> Locator {
     #[cfg(feature = "pg15")]
     return pg_sys::RelFileNode {
         spcNode: tablespace,
         dbNode: database,
-        relNode: pg_sys::Oid::from(RELATION_NUMBER),
+        relNode: pg_sys::Oid::from(number),
     };
     #[cfg(not(feature = "pg15"))]
     return pg_sys::RelFileLocator {
         spcOid: tablespace,
         dbOid: database,
-        relNumber: pg_sys::Oid::from(RELATION_NUMBER),
+        relNumber: pg_sys::Oid::from(number),
     };
 }
 
 /// The relation: in the global tablespace, in no database.
 fn locator() -> Locator {
-    locator_in(pg_sys::GLOBALTABLESPACE_OID, pg_sys::InvalidOid)
+    locator_in(
+        pg_sys::GLOBALTABLESPACE_OID,
+        pg_sys::InvalidOid,
+        RELATION_NUMBER,
+    )
 }
 
 /// A relation's storage manager handle.
@@ -73,13 +81,23 @@ fn smgr() -> pg_sys::SMgrRelation {
 struct Page(pg_sys::Buffer);
 
 impl Page {
-    /// Reads a page through the buffer manager and locks it.
+    /// Reads a page of the state through the buffer manager and locks it.
     fn read(block: u32, mode: pg_sys::ReadBufferMode::Type, lock: u32) -> Page {
+        Page::read_in(locator(), block, mode, lock)
+    }
+
+    /// Reads a page of a relation through the buffer manager and locks it.
+    fn read_in(
+        relation: Locator,
+        block: u32,
+        mode: pg_sys::ReadBufferMode::Type,
+        lock: u32,
+    ) -> Page {
         // SAFETY: the relation's pages exist (callers check) or are being created (zeroing
         // modes); the buffer is pinned until this value is dropped.
         unsafe {
             let buffer = pg_sys::ReadBufferWithoutRelcache(
-                locator(),
+                relation,
                 pg_sys::ForkNumber::MAIN_FORKNUM,
                 block,
                 mode,
@@ -182,12 +200,6 @@ pub fn exists() -> bool {
     }
 }
 
-/// Whether the relation's file is in the data directory, for a process that has no storage
-/// manager yet (the postmaster at start-up).
-pub fn exists_on_disk() -> bool {
-    std::path::Path::new(&format!("global/{RELATION_NUMBER}")).exists()
-}
-
 /// Reads the state from its pages. A page the buffer manager finds damaged (a checksum failure
 /// or a broken header) comes back zeroed with a warning in the log; a zeroed block 0 whose file
 /// block is not all zero is damage, not a state never created.
@@ -247,21 +259,82 @@ fn file_block_is_zero(block: u32) -> bool {
 pub(super) struct ZeroPage(pub(super) [u8; BLOCK_SIZE]);
 pub(super) static ZERO_PAGE: ZeroPage = ZeroPage([0; BLOCK_SIZE]);
 
-/// Creates the state, or re-creates it over damaged pages: the relation's file and all its
-/// pages, with `header` in block 0 and no last IDs, in one WAL record of full-page images, which
-/// any server replays, snowid preloaded or not. Returns the record's location (see
-/// [`super::durability::make_durable`]).
-pub fn create(header: &Header) -> pg_sys::XLogRecPtr {
-    let smgr = smgr();
+/// Writes a whole state over whatever the relation holds (nothing, a short or zeroed file,
+/// damaged pages, or a state that `pg_upgrade` fences): the relation's file and all its pages,
+/// with the header in block 0 and the released shards' last IDs after it, in one WAL record of
+/// full-page images, which any server replays, snowid preloaded or not. Returns the record's
+/// location (see [`super::durability::make_durable`]).
+pub fn create(state: &DurableState) -> pg_sys::XLogRecPtr {
+    let contents: Vec<Vec<u8>> = (0..BLOCKS)
+        .map(|b| match b {
+            0 => state.header.to_bytes().to_vec(),
+            b => last_ids_to_bytes(&state.last_ids[shards_of_block(b)]).to_vec(),
+        })
+        .collect();
+    extend(locator(), BLOCKS);
+    faults::at(faults::Point::Extended);
+    write_pages(locator(), &contents)
+}
+
+/// Writes the first pages of a relation whole, creating its file if needed, with `contents`
+/// after each page's header, in one WAL record of full-page images. The pages are formatted
+/// and marked dirty in shared buffers before the record is inserted, in one critical section,
+/// so a checkpoint that begins after the record writes them, and one that began before is
+/// followed by the record's replay. Returns the record's location.
+pub(super) fn write_pages(relation: Locator, contents: &[Vec<u8>]) -> pg_sys::XLogRecPtr {
+    let count = contents.len() as u32;
+    extend(relation, count);
+    let pages: Vec<Page> = (0..count)
+        .map(|b| {
+            Page::read_in(
+                relation,
+                b,
+                pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK,
+                pg_sys::BUFFER_LOCK_EXCLUSIVE,
+            )
+        })
+        .collect();
+    let mut blocks: Vec<pg_sys::BlockNumber> = (0..count).collect();
+    let mut images: Vec<_> = pages.iter().map(|p| p.header().cast()).collect();
+    let mut relation = relation;
+    // SAFETY: outside the critical section, as PostgreSQL requires: log_newpages then finds the
+    // room it needs already allocated.
+    unsafe { pg_sys::XLogEnsureRecordSpace(pg_sys::XLR_MAX_BLOCK_ID as c_int - 1, 0) };
+    in_critical_section(|| {
+        for (page, bytes) in pages.iter().zip(contents) {
+            page.format(bytes);
+            page.mark_dirty();
+        }
+        // SAFETY: every page is pinned, locked exclusively and formatted; log_newpages writes
+        // them all as images in one record (at most BLOCKS, far below its limit of blocks per
+        // record) and sets each page's LSN to it.
+        unsafe {
+            pg_sys::log_newpages(
+                &mut relation,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                count as c_int,
+                blocks.as_mut_ptr(),
+                images.as_mut_ptr(),
+                true,
+            );
+            pg_sys::XactLastRecEnd
+        }
+    })
+}
+
+/// Creates a relation's file if it is missing, and extends it with zeroed pages to `count`
+/// pages, as the first step of writing them whole.
+fn extend(relation: Locator, count: u32) {
+    let smgr = smgr_of(relation);
     // SAFETY: plain storage-manager calls on the relation's handle; extending writes zeroed
-    // pages that the record below initialises, and registers them for the next checkpoint's
+    // pages that the caller's record initialises, and registers them for the next checkpoint's
     // fsync.
     unsafe {
         if !pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) {
             pg_sys::smgrcreate(smgr, pg_sys::ForkNumber::MAIN_FORKNUM, false);
         }
         let present = pg_sys::smgrnblocks(smgr, pg_sys::ForkNumber::MAIN_FORKNUM);
-        for block in present..BLOCKS {
+        for block in present..count {
             pg_sys::smgrextend(
                 smgr,
                 pg_sys::ForkNumber::MAIN_FORKNUM,
@@ -271,47 +344,16 @@ pub fn create(header: &Header) -> pg_sys::XLogRecPtr {
             );
         }
     }
-    let pages: Vec<Page> = (0..BLOCKS)
-        .map(|b| {
-            Page::read(
-                b,
-                pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK,
-                pg_sys::BUFFER_LOCK_EXCLUSIVE,
-            )
-        })
-        .collect();
-    let contents: Vec<Vec<u8>> = (0..BLOCKS)
-        .map(|b| match b {
-            0 => header.to_bytes().to_vec(),
-            b => last_ids_to_bytes(&vec![0; shards_of_block(b).len()]).to_vec(),
-        })
-        .collect();
-    let mut blocks: Vec<pg_sys::BlockNumber> = (0..BLOCKS).collect();
-    let mut images: Vec<_> = pages.iter().map(|p| p.header().cast()).collect();
-    let mut relation = locator();
-    // SAFETY: outside the critical section, as PostgreSQL requires: log_newpages then finds the
-    // room it needs already allocated.
-    unsafe { pg_sys::XLogEnsureRecordSpace(pg_sys::XLR_MAX_BLOCK_ID as c_int - 1, 0) };
-    in_critical_section(|| {
-        for (page, bytes) in pages.iter().zip(&contents) {
-            page.format(bytes);
-            page.mark_dirty();
-        }
-        // SAFETY: every page is pinned, locked exclusively and formatted; log_newpages writes
-        // them all as images in one record (BLOCKS is far below its limit of blocks per record)
-        // and sets each page's LSN to it.
-        unsafe {
-            pg_sys::log_newpages(
-                &mut relation,
-                pg_sys::ForkNumber::MAIN_FORKNUM,
-                BLOCKS as c_int,
-                blocks.as_mut_ptr(),
-                images.as_mut_ptr(),
-                true,
-            );
-            pg_sys::XactLastRecEnd
-        }
-    })
+}
+
+/// Whether a relation has at least one page.
+pub(super) fn has_pages(relation: Locator) -> bool {
+    let smgr = smgr_of(relation);
+    // SAFETY: plain calls on a valid handle, which open nothing that stays open.
+    unsafe {
+        pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM)
+            && pg_sys::smgrnblocks(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) > 0
+    }
 }
 
 /// Makes a change to the state: computes the new contents of the pages it touches, then, in a
@@ -390,7 +432,10 @@ pub fn log_change(
 
 /// Replays a change into its pages (in the startup process): each page the record names is
 /// changed unless it is already newer than the record or was restored whole from an image in
-/// it. A page too damaged to change is left as it is: loading it later fences generation.
+/// it. A page too damaged to change is left as it is: loading it later fences generation. So is
+/// a page that is not there at all (the file deleted or cut short while `full_page_writes` is
+/// off, so that the record carries no image of it): it is added zeroed, which reads as a
+/// missing state, rather than stopping recovery.
 ///
 /// # Safety
 ///
@@ -399,23 +444,38 @@ pub unsafe fn replay(record: *mut pg_sys::XLogReaderState, change: &Change) {
     for (id, block) in change.blocks().into_iter().enumerate() {
         let mut buffer: pg_sys::Buffer = 0;
         // SAFETY: guaranteed by the caller; the block IDs are those `write` registered.
-        let action = unsafe { pg_sys::XLogReadBufferForRedo(record, id as u8, &mut buffer) };
+        let action = unsafe {
+            pg_sys::XLogReadBufferForRedoExtended(
+                record,
+                id as u8,
+                pg_sys::ReadBufferMode::RBM_ZERO_ON_ERROR,
+                false,
+                &mut buffer,
+            )
+        };
         if buffer == 0 {
             continue;
         }
         let page = Page(buffer);
-        if action == pg_sys::XLogRedoAction::BLK_NEEDS_REDO {
-            match changed(change, block, &page) {
-                Ok(bytes) => {
-                    page.set_contents(&bytes);
-                    // SAFETY: guaranteed by the caller.
-                    page.set_lsn(unsafe { (*record).EndRecPtr });
-                    page.mark_dirty();
-                }
-                Err(damage) => warning!(
-                    "snowid state page {block} is damaged ({damage}); it is left as it is, and generation will be fenced"
-                ),
+        if action != pg_sys::XLogRedoAction::BLK_NEEDS_REDO {
+            continue;
+        }
+        if page.is_new() {
+            warning!(
+                "snowid state page {block} is missing or zeroed; it is left so, and the state will be found missing"
+            );
+            continue;
+        }
+        match changed(change, block, &page) {
+            Ok(bytes) => {
+                page.set_contents(&bytes);
+                // SAFETY: guaranteed by the caller.
+                page.set_lsn(unsafe { (*record).EndRecPtr });
+                page.mark_dirty();
             }
+            Err(damage) => warning!(
+                "snowid state page {block} is damaged ({damage}); it is left as it is, and generation will be fenced"
+            ),
         }
         // Dropped: the redo read returned the buffer pinned and locked exclusively.
     }

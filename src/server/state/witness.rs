@@ -1,67 +1,68 @@
-//! A witness, in each database where snowid was installed, that the cluster has had its state:
-//! a one-page relation numbered 9128 in the database's own directory (`base/<database>/9128`),
-//! created with a WAL record of its page, so that standbys, restores and base backups have it
-//! too, and removed with the database.
+//! Witnesses that the cluster has had its state: one-page relations numbered like the state,
+//! each left once the state is durable, and never removed by snowid:
+//! - the cluster's own, `global/9129`, beside the state (`global/9128`), which outlives every
+//!   database;
+//! - one in each database where snowid was installed or generated, `base/<database>/9128`,
+//!   removed with the database.
 //!
-//! The state itself lives in `global/9128`; if that file is lost, the databases' witnesses
-//! still say that the state existed, so that neither `CREATE EXTENSION` in another database, nor
-//! a `DROP EXTENSION` and `CREATE EXTENSION` in the same one, nor a database still on an earlier
-//! version's SQL, takes the missing state for a first start (see [`super::startup`]). `pg_upgrade`
-//! carries no witness over, as it carries no state: its new cluster is fenced by the mark it
-//! leaves instead.
+//! If the state's file is lost, deleted, cut short or zeroed, a witness still says that the
+//! state existed, so that neither `CREATE EXTENSION` in another database, nor a `DROP
+//! EXTENSION` and `CREATE EXTENSION` in the same one, nor a database dropped meanwhile, takes
+//! the missing state for a first start (see [`super::startup`]). Since each is left only after
+//! the state is durable, a witness that exists at all, even an empty file left by a crash
+//! between its creation and its page, proves it.
+//!
+//! Their pages go through the buffer manager with a WAL record of their image, like the
+//! state's, so standbys, restores and base backups have them, and a checkpoint cannot fall
+//! between the record and the page. `pg_upgrade` carries none of them over: it carries no state
+//! either (see `startup::fence_for_upgrade`).
 
-use super::pages::{locator_in, smgr_of, ZERO_PAGE};
+use super::pages::{has_pages, locator_in, write_pages, Locator};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use snowid_core::durable::RELATION_NUMBER;
 
-/// Leaves the witness in the current database if it is not there yet, and returns the location
-/// of its WAL record, to be made durable with the change it accompanies.
-pub fn leave() -> Option<pg_sys::XLogRecPtr> {
-    // SAFETY: plain reads of this backend's database and its tablespace, set before it runs SQL.
-    let mut locator = unsafe { locator_in(pg_sys::MyDatabaseTableSpace, pg_sys::MyDatabaseId) };
-    let smgr = smgr_of(locator);
-    // SAFETY: plain storage-manager calls on the relation's handle; the page is written
-    // through the storage manager (as an index build writes its pages), then logged whole.
-    unsafe {
-        if pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM)
-            && pg_sys::smgrnblocks(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) > 0
-        {
-            return None;
-        }
-        let mut page = ZERO_PAGE.0;
-        pg_sys::PageInit(page.as_mut_ptr().cast(), page.len(), 0);
-        if !pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) {
-            pg_sys::smgrcreate(smgr, pg_sys::ForkNumber::MAIN_FORKNUM, false);
-        }
-        // The page is this process's own, in no shared buffer: logged first (which stamps it
-        // with the record's location), then checksummed and written, as an index build writes
-        // its pages.
-        let mut block: pg_sys::BlockNumber = 0;
-        let mut pages = [page.as_mut_ptr().cast()];
-        pg_sys::log_newpages(
-            &mut locator,
-            pg_sys::ForkNumber::MAIN_FORKNUM,
-            1,
-            &mut block,
-            pages.as_mut_ptr(),
-            true,
-        );
-        // With data checksums on (the default of PostgreSQL 18's initdb), a page written past
-        // the buffer manager needs its checksum set here, or base backups refuse the file.
-        pg_sys::PageSetChecksumInplace(page.as_mut_ptr().cast(), 0);
-        pg_sys::smgrextend(
-            smgr,
-            pg_sys::ForkNumber::MAIN_FORKNUM,
-            0,
-            page.as_ptr() as _,
-            false,
-        );
-        Some(pg_sys::XactLastRecEnd)
-    }
+/// The cluster's own witness's number, in the global tablespace.
+const CLUSTER_WITNESS: u32 = RELATION_NUMBER + 1;
+
+/// What a witness page holds.
+const CONTENTS: &[u8] = b"snowid witness: this cluster has had snowid's state";
+
+fn cluster_witness() -> Locator {
+    locator_in(
+        pg_sys::GLOBALTABLESPACE_OID,
+        pg_sys::InvalidOid,
+        CLUSTER_WITNESS,
+    )
 }
 
-/// Whether any database of the cluster holds a witness: the cluster has had the state.
+fn database_witness(tablespace: pg_sys::Oid, database: pg_sys::Oid) -> Locator {
+    locator_in(tablespace, database, RELATION_NUMBER)
+}
+
+/// Leaves the cluster's witness, and this database's unless `cluster_only`, where they are not
+/// there yet. Call only once the state is durable. Returns the location of the last WAL record
+/// written, to be made durable, if any.
+pub fn leave(cluster_only: bool) -> Option<pg_sys::XLogRecPtr> {
+    let mut witnesses = vec![cluster_witness()];
+    if !cluster_only {
+        // SAFETY: plain reads of this backend's database and its tablespace, set before it runs
+        // SQL.
+        witnesses
+            .push(unsafe { database_witness(pg_sys::MyDatabaseTableSpace, pg_sys::MyDatabaseId) });
+    }
+    let mut last = None;
+    for witness in witnesses.into_iter().filter(|&w| !has_pages(w)) {
+        last = Some(write_pages(witness, &[CONTENTS.to_vec()]));
+    }
+    last
+}
+
+/// Whether the cluster, or any database of it, holds a witness: the cluster has had the state.
 pub fn anywhere() -> bool {
+    if exists(cluster_witness()) {
+        return true;
+    }
     let databases = Spi::connect(|client| {
         client
             .select(
@@ -82,10 +83,14 @@ pub fn anywhere() -> bool {
     let Ok(databases) = databases else {
         return true;
     };
-    databases.into_iter().any(|(database, tablespace)| {
-        let smgr = smgr_of(locator_in(tablespace, database));
-        // SAFETY: a plain existence check of another database's file, which opens nothing that
-        // stays open.
-        unsafe { pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) }
-    })
+    databases
+        .into_iter()
+        .any(|(database, tablespace)| exists(database_witness(tablespace, database)))
+}
+
+/// Whether a witness's file exists, whatever it holds.
+fn exists(witness: Locator) -> bool {
+    let smgr = super::pages::smgr_of(witness);
+    // SAFETY: a plain existence check, which opens nothing that stays open.
+    unsafe { pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM) }
 }

@@ -513,27 +513,28 @@ impl Cluster {
         self.run_as_server_user("rm", &["-f".as_ref(), target.as_os_str()]);
     }
 
-    /// Makes the stopped cluster's data directory what a 0.2.0 server leaves: `snowid.state`
-    /// with a lease under the default epoch (sealed at `sealed_at`, a checkpoint location, or
-    /// not), and none of this version's files: no state pages (`global/9128`) and no database's
-    /// witness (`base/<database>/9128`).
-    pub fn leave_0_2_0_state(&self, lease_end_unix_ms: i64, sealed_at: Option<u64>) {
-        use snowid_core::legacy::{Record, StateFile};
-        let record = Record {
-            epoch_unix_ms: snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS,
-            base_unix_ms: lease_end_unix_ms - 1501,
-            lease_end_unix_ms,
-        };
-        let file = StateFile {
-            sealed_at_lsn: sealed_at,
-            ..StateFile::running(record)
-        };
+    /// Takes every file of snowid's state out of the stopped cluster's data directory: the state
+    /// (`global/9128`), the cluster's witness (`global/9129`) and every database's witness
+    /// (`base/<database>/9128`), as in a data directory no version since 0.4.0 has run in.
+    pub fn remove_state_and_witnesses(&self) {
         self.remove_file("global/9128");
+        self.remove_file("global/9129");
         for database in fs::read_dir(self.pgdata().join("base")).expect("list base/") {
             let name = database.expect("a database directory").file_name();
             self.remove_file(&format!("base/{}/9128", name.to_string_lossy()));
         }
-        self.put_file("snowid.state", file.encode().as_bytes());
+    }
+
+    /// Makes the stopped cluster's data directory what a 0.2.0 server leaves: its state file,
+    /// `snowid.state` (a lease line, as 0.2.0 wrote it), and none of the later versions' files.
+    pub fn leave_0_2_0_state(&self, lease_end_unix_ms: i64) {
+        self.remove_state_and_witnesses();
+        let file = format!(
+            "snowid state 1\nepoch {}\nbase {}\nlease_end {lease_end_unix_ms}\n",
+            snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS,
+            lease_end_unix_ms - 1501
+        );
+        self.put_file("snowid.state", file.as_bytes());
     }
 
     /// Rereads the configuration files.

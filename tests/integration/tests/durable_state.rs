@@ -1,15 +1,13 @@
 //! The durable state survives the operator's next step: a refusal lasts across restarts of every
-//! kind until a superuser resumes, a state carried over from 0.2.0 keeps its lease, an old state
-//! file put back changes nothing, the earliest epoch constrains a standby, and a glitch of the
-//! wall clock leaves no trace.
+//! kind until a superuser resumes, a cluster straight from 0.2.0 is fenced rather than started
+//! fresh, an old state file put back changes nothing, the earliest epoch constrains a standby,
+//! and a glitch of the wall clock leaves no trace.
 
-use snowid_core::legacy::{Record, StateFile};
 use snowid_integration::postgres::{Client, Error};
 use snowid_integration::{code, now_unix_ms, Cluster, Watchdog};
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(30);
-const EPOCH: i64 = snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS;
 fn max_id(db: &mut Client) -> i64 {
     db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0)
 }
@@ -58,27 +56,28 @@ fn assert_fenced(err: &Error, why: &str) {
     );
 }
 
-/// Guards against a refusal that lasts one run. 0.2.0 refused an older state file at start-up,
-/// then sealed it again at shutdown, so the next start, its clock 5 s behind, issued 1,000 IDs
-/// equal to earlier ones. Here the data directory holds what 0.2.0 leaves after an older copy
-/// of its file was put back: a file sealed at another checkpoint, whose lease ends before the
-/// table's IDs. The server refuses with 55000, and keeps refusing after a fast restart, an
-/// immediate one (crash recovery), and in single-user mode, with its clock 5 s behind; until
-/// `snowid_resume_above_columns()` resumes above the table, after which every ID is above every
-/// old one, also after one more restart.
+/// Guards against a refusal that lasts one run, and against a cluster coming straight from
+/// 0.2.0 starting fresh. 0.2.0 refused an older state file at start-up, then sealed it again at
+/// shutdown, so the next start, its clock 5 s behind, issued 1,000 IDs equal to earlier ones;
+/// and this version no longer reads 0.2.0's file. Here the data directory holds what 0.2.0
+/// leaves, a state file whose lease ends before the table's IDs and none of the later versions'
+/// files: the server refuses with 55000 (the old file witnesses that the cluster had a state),
+/// and keeps refusing after a fast restart, an immediate one (crash recovery), and in single-user
+/// mode, with its clock 5 s behind; until `snowid_resume_above_columns()` resumes above the
+/// table, after which every ID is above every old one, also after one more restart.
 #[test]
-fn a_stale_state_fences_generation_across_every_kind_of_restart_until_resumed() {
+fn a_cluster_straight_from_0_2_0_is_fenced_across_every_kind_of_restart_until_resumed() {
     let mut cluster = cluster_with_rows(1000);
     let old_max = max_id(&mut cluster.client());
     cluster.stop("fast");
-    cluster.leave_0_2_0_state(now_unix_ms() - 60_000, Some(0x1_0000_0028));
+    cluster.leave_0_2_0_state(now_unix_ms() - 60_000);
     cluster.set_wall_clock_offset("-5s");
 
     for restart in ["fast", "immediate", "single-user"] {
         cluster.start().unwrap();
         let mut db = cluster.client();
         let err = db.query_one("SELECT snowid_next(1)", &[]).unwrap_err();
-        assert_fenced(&err, "state snowid found was older than the data directory");
+        assert_fenced(&err, "is missing, cut short or zeroed in a cluster that had it");
         let err = db.execute("INSERT INTO t DEFAULT VALUES", &[]).unwrap_err();
         assert_eq!(code(&err), "55000", "{restart}");
         let generating: String = db
@@ -104,14 +103,14 @@ fn a_stale_state_fences_generation_across_every_kind_of_restart_until_resumed() 
     let mut db = cluster.client();
     let rows = db
         .query(
-            "SELECT tbl::text, col::text, max_id FROM snowid_resume_above_columns()",
+            "SELECT tbl, col, max_id FROM snowid_resume_above_columns()",
             &[],
         )
         .unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(
         (rows[0].get::<_, String>(0), rows[0].get::<_, String>(1)),
-        ("t".to_string(), "id".to_string())
+        ("public.t".to_string(), "id".to_string())
     );
     assert_eq!(rows[0].get::<_, i64>(2), old_max);
     assert!(min_of_next(&mut db, 1, 1000) > old_max);
@@ -125,45 +124,6 @@ fn a_stale_state_fences_generation_across_every_kind_of_restart_until_resumed() 
     );
 }
 
-/// Guards against losing 0.2.0's lease on the way to this version: a data directory whose
-/// trusted `snowid.state` (sealed at its last shutdown checkpoint) holds a lease an hour ahead of
-/// the clock resumes above it, the file is removed once the state lives in pages, and a restart
-/// keeps it.
-#[test]
-fn a_trusted_0_2_0_state_is_carried_over() {
-    let mut cluster = cluster_with_rows(10);
-    cluster.stop("fast");
-    let lease_end = now_unix_ms() + 3_600_000;
-    let seal = cluster.checkpoint_lsn();
-    cluster.leave_0_2_0_state(lease_end, Some(seal));
-    cluster.start().unwrap();
-    let mut db = cluster.client();
-    let first: f64 = db
-        .query_one(
-            "SELECT extract(epoch FROM snowid_timestamp(snowid_next(3)))::float8 * 1000",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(
-        first as i64 >= lease_end,
-        "the first ID ({first}) is at or past the carried-over lease ({lease_end})"
-    );
-    assert!(!cluster.pgdata().join("snowid.state").exists());
-    assert!(cluster.pgdata().join("global/9128").exists());
-    cluster.stop("fast");
-    cluster.start().unwrap();
-    let again: f64 = cluster
-        .client()
-        .query_one(
-            "SELECT extract(epoch FROM snowid_timestamp(snowid_next(3)))::float8 * 1000",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(again >= first);
-}
-
 /// Guards against an old state file put back taking effect: once the state lives in pages, a
 /// `snowid.state` put back (a copy from before the table's IDs, as from a file-level backup) is
 /// ignored, and a restart with the clock an hour behind still issues above every ID.
@@ -172,21 +132,18 @@ fn an_old_state_file_put_back_changes_nothing() {
     let mut cluster = cluster_with_rows(100_000);
     let old_max = max_id(&mut cluster.client());
     cluster.stop("fast");
-    let seal = cluster.checkpoint_lsn();
-    let stale = StateFile {
-        sealed_at_lsn: Some(seal),
-        ..StateFile::running(Record {
-            epoch_unix_ms: EPOCH,
-            base_unix_ms: EPOCH,
-            lease_end_unix_ms: EPOCH + 1_000,
-        })
-    };
-    cluster.put_file("snowid.state", stale.encode().as_bytes());
+    let epoch = snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS;
+    let stale = format!("snowid state 1\nepoch {epoch}\nbase {epoch}\nlease_end {epoch}\n");
+    cluster.put_file("snowid.state", stale.as_bytes());
     cluster.set_wall_clock_offset("-1h");
     cluster.start().unwrap();
     let mut db = cluster.client();
     assert!(min_of_next(&mut db, 1, 1000) > old_max);
-    assert!(cluster.log().contains("snowid ignores \"snowid.state\""));
+    let fenced: String = db
+        .query_one("SELECT generating FROM snowid_info()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(fenced, "yes");
 }
 
 /// Guards against a standby that keeps an old, later epoch (0.2.0 kept the later epoch when it

@@ -1,5 +1,5 @@
-//! What the durable state must never lose (issue 26): a state that is gone or damaged, a verdict
-//! on a stale 0.2.0 file that no ID has acted on yet, and the knowledge of which IDs were issued,
+//! What the durable state must never lose: a state that is gone or damaged, a verdict that no ID
+//! has acted on yet (a cluster straight from 0.2.0), and the knowledge of which IDs were issued,
 //! when a shard is released or a cluster is upgraded. Each case ends a server's ability to know
 //! what it issued before; every one must refuse (55000) until a superuser resumes above the IDs
 //! already issued, and nothing that is not such a case (a `pg_upgrade --check`, an abandoned
@@ -150,18 +150,27 @@ fn assert_refuses(cluster: &Cluster, shard: i32, old_max: i64, when: &str) {
     );
 }
 
-/// `snowid_resume_above_columns()` finds `t.id` at `old_max` and resumes.
+/// `snowid_resume_above_columns()` finds `t.id` at `old_max` in database `postgres` and
+/// resumes.
 fn resume(db: &mut Client, old_max: i64) {
-    let rows: Vec<(String, String, i64)> = db
+    let rows: Vec<(String, String, String, i64)> = db
         .query(
-            "SELECT tbl::text, col::text, max_id FROM snowid_resume_above_columns()",
+            "SELECT database, tbl, col, max_id FROM snowid_resume_above_columns()",
             &[],
         )
         .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
         .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
         .collect();
-    assert_eq!(rows, [("t".to_string(), "id".to_string(), old_max)]);
+    assert_eq!(
+        rows,
+        [(
+            "postgres".to_string(),
+            "public.t".to_string(),
+            "id".to_string(),
+            old_max
+        )]
+    );
 }
 
 /// A preloaded cluster with a faked wall clock (still right), a table `t` keyed by
@@ -396,16 +405,17 @@ fn dropping_and_creating_the_extension_after_a_lost_state_is_fenced() {
     a_new_install_after_a_lost_state_is_fenced(false);
 }
 
-/// A cluster with rows on shard `shard` whose data directory then holds a stale 0.2.0 file:
-/// sealed at another checkpoint, with a lease that ended a minute ago, before the rows' IDs. It
-/// is started with its clock 10 minutes behind, and nothing has called snowid since (not even
-/// to decode). Returns the rows' highest ID.
-fn started_on_a_stale_0_2_0_file(shard: i32) -> (Cluster, i64) {
+/// A cluster with rows on shard `shard` whose data directory then holds what 0.2.0 leaves: its
+/// state file, with a lease that ended a minute ago, before the rows' IDs, and none of the later
+/// versions' files (which this version no longer reads: such a cluster is fenced until
+/// resumed). It is started with its clock 10 minutes behind, and nothing has called snowid since
+/// (not even to decode). Returns the rows' highest ID.
+fn started_straight_from_0_2_0(shard: i32) -> (Cluster, i64) {
     let mut cluster = cluster_with_rows(shard, 1000);
     let old_max = max_id(&mut cluster.client());
     cluster.stop("fast");
     let lease_end = now_unix_ms() - 60_000;
-    cluster.leave_0_2_0_state(lease_end, Some(0x1_0000_0028));
+    cluster.leave_0_2_0_state(lease_end);
     cluster.set_wall_clock_offset(BEHIND);
     assert!(
         unix_ms_of(old_max) > lease_end,
@@ -430,14 +440,15 @@ fn resume_and_generate_above(cluster: &mut Cluster, old_max: i64) {
     );
 }
 
-/// Guards against losing the verdict on a stale 0.2.0 file to a crash restart: 0.3.0 refused the
-/// file (55000) at its first start, but a backend killed with SIGKILL before the first
-/// `snowid_next` re-created shared memory without the verdict; the crash restart then trusted
-/// the file and generated (issue 26 measured 1,001 of 1,001 IDs below earlier ones). Here the
-/// refusal must outlive the crash restart and one more restart, until resumed.
+/// Guards against losing a verdict to a crash restart before any ID acted on it: 0.3.0 refused
+/// a stale 0.2.0 file (55000) at its first start, but a backend killed with SIGKILL before the
+/// first `snowid_next` re-created shared memory without the verdict; the crash restart then
+/// trusted the file and generated (1,001 of 1,001 IDs below earlier ones). Here the refusal of a
+/// cluster straight from 0.2.0 must outlive the crash restart and one more restart, until
+/// resumed.
 #[test]
-fn a_stale_0_2_0_verdict_outlives_a_backend_killed_before_the_first_id() {
-    let (mut cluster, old_max) = started_on_a_stale_0_2_0_file(1);
+fn a_0_2_0_verdict_outlives_a_backend_killed_before_the_first_id() {
+    let (mut cluster, old_max) = started_straight_from_0_2_0(1);
     kill_a_backend(&cluster);
     assert_refuses(&cluster, 1, old_max, "after a backend was killed");
     assert_clock_behind(&mut cluster.client(), old_max);
@@ -446,25 +457,25 @@ fn a_stale_0_2_0_verdict_outlives_a_backend_killed_before_the_first_id() {
     resume_and_generate_above(&mut cluster, old_max);
 }
 
-/// Guards against losing the verdict on a stale 0.2.0 file to an immediate restart before the
-/// first `snowid_next` (0.3.0 then issued 1,001 of 1,001 IDs below earlier ones): the refusal
-/// must outlive it, until resumed.
+/// Guards against losing the verdict on a cluster straight from 0.2.0 to an immediate restart
+/// before the first `snowid_next` (0.3.0 issued 1,001 of 1,001 IDs below earlier ones after
+/// one, with a stale 0.2.0 file): the refusal must outlive it, until resumed.
 #[test]
-fn a_stale_0_2_0_verdict_outlives_an_immediate_restart_before_the_first_id() {
-    let (mut cluster, old_max) = started_on_a_stale_0_2_0_file(1);
+fn a_0_2_0_verdict_outlives_an_immediate_restart_before_the_first_id() {
+    let (mut cluster, old_max) = started_straight_from_0_2_0(1);
     restart(&mut cluster, "immediate");
     assert_refuses(&cluster, 1, old_max, "after an immediate restart");
     assert_clock_behind(&mut cluster.client(), old_max);
     resume_and_generate_above(&mut cluster, old_max);
 }
 
-/// Guards against `snowid_info()` telling an operator all is well while a refused import is
-/// pending (0.3.0 said `generating` = `yes` before the first `snowid_next`, which then refused):
-/// before anything is generated, it says `no: fenced ...`, and again after the refusal; once
-/// resumed it says `yes`.
+/// Guards against `snowid_info()` telling an operator all is well while a fence is pending
+/// (0.3.0 said `generating` = `yes` before the first `snowid_next`, which then refused): before
+/// anything is generated, it says `no: fenced ...`, and again after the refusal; once resumed it
+/// says `yes`.
 #[test]
-fn snowid_info_reports_a_pending_refused_import_as_fenced() {
-    let (cluster, old_max) = started_on_a_stale_0_2_0_file(1);
+fn snowid_info_reports_a_pending_fence_as_fenced() {
+    let (cluster, old_max) = started_straight_from_0_2_0(1);
     let mut db = cluster.client();
     let before = generating(&mut db);
     assert!(
@@ -551,14 +562,14 @@ fn a_release_on_a_server_whose_state_was_lost_is_refused_until_resumed() {
     hand_off_7(&a, a_max);
 }
 
-/// Guards against releasing a shard on a server fenced by a stale 0.2.0 file (0.3.0 recorded a
-/// last ID taken from the stale file's lease, below A's IDs, so B, resuming above it, issued IDs
-/// below A's): `snowid_release(7)` is refused (55000, with a hint); once resumed, the hand-off
-/// keeps B above A.
+/// Guards against releasing a shard on a server whose IDs an old version's file stood for
+/// (0.3.0 recorded a last ID taken from a stale 0.2.0 file's lease, below A's IDs, so B,
+/// resuming above it, issued IDs below A's): `snowid_release(7)` is refused (55000, with a
+/// hint); once resumed, the hand-off keeps B above A.
 #[test]
-fn a_release_on_a_server_fenced_by_a_stale_0_2_0_file_is_refused_until_resumed() {
-    let (a, a_max) = started_on_a_stale_0_2_0_file(7);
-    assert_release_refused(&a, a_max, "stale 0.2.0 file");
+fn a_release_on_a_server_straight_from_0_2_0_is_refused_until_resumed() {
+    let (a, a_max) = started_straight_from_0_2_0(7);
+    assert_release_refused(&a, a_max, "straight from 0.2.0");
     resume(&mut a.client(), a_max);
     hand_off_7(&a, a_max);
 }

@@ -1,0 +1,69 @@
+//! What every SQL function that issues IDs or changes the durable state needs from the runtime:
+//! the shared state once this server may write, the protocol bound to this backend's host and
+//! the server's settings, and the error for each refusal.
+
+use crate::errors;
+use crate::server::pg_host::PgHost;
+use crate::server::{settings, shared_memory};
+use pgrx::pg_sys;
+use snowid_core::durable::Unavailable;
+use snowid_core::generator::{Generator, Refused, Shared};
+use snowid_core::layout::Shard;
+
+/// The protocol for this backend's call, with the server's settings.
+pub fn generator(state: &Shared) -> Generator<'_, PgHost> {
+    Generator::new(
+        state,
+        &PgHost,
+        settings::epoch_unix_ms(),
+        settings::max_lead_ms(),
+    )
+    .with_promotion_margin(settings::promotion_margin_ms())
+}
+
+/// The shared state, if this server may change or generate now: preloaded, not in recovery, and
+/// in a read-write transaction. `what` names the caller in errors.
+pub fn generating_state(what: &str) -> &'static Shared {
+    let Some(state) = shared_memory::state() else {
+        errors::not_preloaded(what)
+    };
+    // SAFETY: plain calls and reads of backend state.
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            errors::during_recovery(what);
+        }
+        if pg_sys::XactReadOnly {
+            errors::read_only_transaction(what);
+        }
+    }
+    state
+}
+
+/// Raises the error for a refusal.
+#[cold]
+#[track_caller]
+pub fn raise_refusal(refused: Refused<Unavailable>, shard: Shard) -> ! {
+    let epoch_ms = settings::epoch_unix_ms();
+    match refused {
+        Refused::Exhausted => errors::exhausted(epoch_ms),
+        Refused::ClockBeforeEpoch { base_unix_ms } => {
+            errors::clock_before_epoch(epoch_ms, base_unix_ms)
+        }
+        Refused::Released => errors::shard_released(shard.get()),
+        Refused::Fenced(fence) => errors::fenced(fence),
+        Refused::EpochMovedLater {
+            recorded_epoch_unix_ms,
+        } => errors::epoch_moved_later(epoch_ms, recorded_epoch_unix_ms),
+        Refused::Persist(unavailable) => errors::state_unavailable(&unavailable),
+        Refused::TooFarAhead {
+            floor_unix_ms,
+            now_unix_ms,
+        } => errors::resume_too_far_ahead(floor_unix_ms, now_unix_ms),
+        Refused::NotReleased => errors::shard_not_released(shard.get()),
+        // A cancel raises its own error from the wait; this is never reached inside PostgreSQL.
+        Refused::Interrupted => {
+            pg_sys::check_for_interrupts!();
+            errors::interrupted()
+        }
+    }
+}
