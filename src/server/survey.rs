@@ -165,8 +165,8 @@ WITH snowid_functions AS (
     JOIN pg_catalog.pg_attribute a
       ON a.attrelid OPERATOR(pg_catalog.=) t.tgrelid
      AND a.attname OPERATOR(pg_catalog.=) pg_catalog.convert_from(
-            pg_catalog.substring(t.tgargs FROM 1 FOR pg_catalog.greatest(
-                pg_catalog.position('\x00'::pg_catalog.bytea IN t.tgargs) OPERATOR(pg_catalog.-) 1, 0)),
+            pg_catalog.substr(t.tgargs, 1, GREATEST(
+                pg_catalog.position(t.tgargs, '\x00'::pg_catalog.bytea) OPERATOR(pg_catalog.-) 1, 0)),
             pg_catalog.getdatabaseencoding())::pg_catalog.name
 )
 SELECT pg_catalog.format('%I.%I', n.nspname, c.relname),

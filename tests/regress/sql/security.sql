@@ -102,10 +102,10 @@ SELECT pg_catalog.count(*) AS rerun FROM public.snowid_partition_ddl('public.sec
 SELECT layout, generating FROM public.snowid_info();
 SELECT pg_catalog.count(*) > 0 AS shards_used FROM public.snowid_stats();
 SELECT public.snowid_resume_above(0) IS NOT NULL AS resumed;
-SELECT public.snowid_resume_above(public.snowid_release(8190)) IS NOT NULL AS released_and_taken_back;
+SELECT public.snowid_take_back(8190, public.snowid_release(8190)) IS NOT NULL AS released_and_taken_back;
 INSERT INTO public.sec_rows (user_id) VALUES (42);
 SELECT col, max_id OPERATOR(pg_catalog.>) 0 AS has_ids FROM public.snowid_resume_above_columns()
-WHERE tbl::text OPERATOR(pg_catalog.=) 'sec_rows';
+WHERE tbl OPERATOR(pg_catalog.=) 'public.sec_rows';
 SELECT public.snowid_shard(id) OPERATOR(pg_catalog.=) public.snowid_shard_for(42) AS filled FROM public.sec_rows;
 SELECT sequence_fate FROM public.snowid_convert_column('public.sec_serial', 'id', 9);
 INSERT INTO public.sec_serial DEFAULT VALUES;
@@ -125,6 +125,7 @@ CREATE ROLE owner_not_super;
 SET ROLE owner_not_super;
 SELECT snowid_resume_above(0);
 SELECT snowid_release(1);
+SELECT snowid_take_back(1, 1024);
 SELECT snowid_resume_above_columns();
 RESET ROLE;
 DROP ROLE owner_not_super;
