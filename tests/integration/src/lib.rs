@@ -21,6 +21,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub mod citus;
+pub mod fences;
 pub mod patroni;
 pub use postgres;
 
@@ -445,6 +446,18 @@ impl Cluster {
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+    }
+
+    /// Kills one backend with SIGKILL (one that never called snowid) and waits for the crash
+    /// restart that follows.
+    pub fn kill_a_backend(&self) {
+        let mut victim = self.client();
+        let pid: i32 = victim
+            .query_one("SELECT pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        self.kill("KILL", pid as u32);
+        self.wait_for_crash_restart();
     }
 
     /// Starts the server again after its postmaster was killed, once the orphaned processes

@@ -77,7 +77,10 @@ fn a_cluster_straight_from_0_2_0_is_fenced_across_every_kind_of_restart_until_re
         cluster.start().unwrap();
         let mut db = cluster.client();
         let err = db.query_one("SELECT snowid_next(1)", &[]).unwrap_err();
-        assert_fenced(&err, "is missing, cut short or zeroed in a cluster that had it");
+        assert_fenced(
+            &err,
+            "is missing, cut short or zeroed in a cluster that had it",
+        );
         let err = db.execute("INSERT INTO t DEFAULT VALUES", &[]).unwrap_err();
         assert_eq!(code(&err), "55000", "{restart}");
         let generating: String = db

@@ -148,13 +148,7 @@ fn a_burst_then_a_backend_crash() {
     let mut db = cluster.client();
     let burst_max = max_of(&mut db, 1, 5_000_000);
 
-    let mut victim = cluster.client();
-    let pid: i32 = victim
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
-    cluster.kill("KILL", pid as u32);
-    cluster.wait_for_crash_restart();
+    cluster.kill_a_backend();
 
     let mut db = cluster.client();
     let ahead = clock_behind(&mut db, burst_max);

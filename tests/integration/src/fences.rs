@@ -1,0 +1,341 @@
+//! What the tests of fences share: servers whose state is lost or damaged, or that `pg_upgrade`
+//! made, the checks that they refuse (55000, with the hint naming the one statement that
+//! resumes) or generate above every earlier ID, the resume itself, and a second server for
+//! hand-offs. Every server's wall clock runs 10 minutes behind the IDs already issued when it
+//! starts again, so that a server that generates from its clock issues IDs below the old ones.
+
+use crate::postgres::{Client, Error};
+use crate::{code, Cluster, Watchdog};
+use snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS;
+use std::fs;
+use std::time::Duration;
+
+pub const DEADLINE: Duration = Duration::from_secs(60);
+pub const EPOCH: i64 = DEFAULT_EPOCH_UNIX_MS;
+/// The relation file that holds snowid's durable state.
+pub const STATE: &str = "global/9128";
+pub const PAGE: usize = 8192;
+pub const FENCED: &str =
+    "snowid will not generate IDs until a superuser resumes above the IDs already issued";
+pub const RESUME: &str = "SELECT * FROM snowid_resume_above_columns();";
+/// How far behind the IDs already issued a server's clock is when it starts again.
+pub const BEHIND: &str = "-10m";
+
+/// When an ID issued under the default epoch was made, in Unix milliseconds: its top 41 bits.
+pub fn unix_ms_of(id: i64) -> i64 {
+    (id >> 23) + EPOCH
+}
+/// A server error as `SQLSTATE message (detail) [hint]`, or the client error.
+pub fn describe(err: &Error) -> String {
+    match err.as_db_error() {
+        Some(e) => format!(
+            "{} {} ({}) [{}]",
+            e.code().code(),
+            e.message(),
+            e.detail().unwrap_or(""),
+            e.hint().unwrap_or("")
+        ),
+        None => err.to_string(),
+    }
+}
+
+pub fn start(cluster: &mut Cluster) {
+    cluster
+        .start()
+        .unwrap_or_else(|log| panic!("the server did not start:\n{log}"));
+}
+
+pub fn restart(cluster: &mut Cluster, mode: &str) {
+    cluster.stop(mode);
+    start(cluster);
+}
+
+pub fn max_id(db: &mut Client) -> i64 {
+    db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0)
+}
+
+pub fn generating(db: &mut Client) -> String {
+    db.query_one("SELECT generating FROM snowid_info()", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// `n` new IDs for `shard`, in the order they were issued; the statement must succeed.
+pub fn next_ids(db: &mut Client, shard: i32, n: i32) -> Vec<i64> {
+    let _watchdog = Watchdog::new(db, DEADLINE);
+    db.query(
+        "SELECT snowid_next($1::int) FROM generate_series(1, $2)",
+        &[&shard, &n],
+    )
+    .unwrap_or_else(|e| panic!("snowid_next({shard}) must generate: {}", describe(&e)))
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// Every one of 1,000 new IDs for `shard` is above `old_max`; returns the highest.
+pub fn assert_generates_above(db: &mut Client, shard: i32, old_max: i64, when: &str) -> i64 {
+    let ids = next_ids(db, shard, 1000);
+    let below = ids.iter().filter(|&&id| id <= old_max).count();
+    assert_eq!(
+        below, 0,
+        "{when}: {below} of 1000 new IDs for shard {shard} at or below {old_max}"
+    );
+    *ids.iter().max().unwrap()
+}
+
+/// A server that should have refused issued `first` instead: fails the test, saying how many of
+/// 1,001 IDs came out at or below `old_max`.
+pub fn issued_instead_of_refusing(
+    db: &mut Client,
+    shard: i32,
+    first: i64,
+    old_max: i64,
+    when: &str,
+) -> ! {
+    let mut ids = vec![first];
+    {
+        let _watchdog = Watchdog::new(db, DEADLINE);
+        if let Ok(rows) = db.query(
+            "SELECT snowid_next($1::int) FROM generate_series(1, 1000)",
+            &[&shard],
+        ) {
+            ids.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        }
+    }
+    let below = ids.iter().filter(|&&id| id <= old_max).count();
+    panic!(
+        "{when}: snowid_next({shard}) issued IDs instead of refusing with 55000: {below} of {} \
+         at or below the old max {old_max}",
+        ids.len()
+    );
+}
+
+/// The refusal this file is about: SQLSTATE 55000, the exact message, and a hint naming the
+/// command that resumes.
+pub fn assert_fence_error(err: &Error, what: &str) {
+    assert_eq!(code(err), "55000", "{what}: {}", describe(err));
+    let e = err.as_db_error().unwrap();
+    assert_eq!(e.message(), FENCED, "{what}: {}", describe(err));
+    assert!(
+        e.hint().is_some_and(|h| h.contains(RESUME)),
+        "{what}: the hint names the exact command: {}",
+        describe(err)
+    );
+}
+
+/// The server refuses to generate, for `snowid_next` and for a column default, and
+/// `snowid_info()` says it is fenced.
+pub fn assert_refuses(cluster: &Cluster, shard: i32, old_max: i64, when: &str) {
+    let mut db = cluster.client();
+    match db.query_one("SELECT snowid_next($1::int)", &[&shard]) {
+        Ok(row) => issued_instead_of_refusing(&mut db, shard, row.get(0), old_max, when),
+        Err(err) => assert_fence_error(&err, &format!("{when}: snowid_next({shard})")),
+    }
+    match db.execute("INSERT INTO t DEFAULT VALUES", &[]) {
+        Ok(_) => panic!(
+            "{when}: INSERT ... DEFAULT VALUES inserted a row (ID {}) instead of refusing",
+            max_id(&mut db)
+        ),
+        Err(err) => assert_fence_error(&err, &format!("{when}: INSERT ... DEFAULT VALUES")),
+    }
+    let generating = generating(&mut db);
+    assert!(
+        generating.starts_with("no: fenced"),
+        "{when}: snowid_info() says generating = {generating:?}"
+    );
+}
+
+/// `snowid_resume_above_columns()` finds `t.id` at `old_max` in database `postgres` and
+/// resumes.
+pub fn resume(db: &mut Client, old_max: i64) {
+    let rows: Vec<(String, String, String, i64)> = db
+        .query(
+            "SELECT database, tbl, col, max_id FROM snowid_resume_above_columns()",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(
+        rows,
+        [(
+            "postgres".to_string(),
+            "public.t".to_string(),
+            "id".to_string(),
+            old_max
+        )]
+    );
+}
+
+/// A preloaded cluster with a faked wall clock (still right), a table `t` keyed by
+/// `snowid_next(shard)`, and `rows` rows in it.
+pub fn cluster_with_rows(shard: i32, rows: i32) -> Cluster {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    start(&mut cluster);
+    cluster
+        .client()
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowid;
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next({shard}));
+             INSERT INTO t SELECT FROM generate_series(1, {rows});"
+        ))
+        .unwrap();
+    cluster
+}
+
+/// The server's clock really is minutes behind `id` (the test is sharp).
+pub fn assert_clock_behind(db: &mut Client, id: i64) {
+    let ahead: f64 = db
+        .query_one(
+            "SELECT extract(epoch FROM snowid_timestamp($1::bigint) - clock_timestamp())::float8",
+            &[&id],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        ahead > 500.0,
+        "the ID {id} is dated {ahead} s past the server's clock, not minutes"
+    );
+}
+
+/// What can happen to `global/9128` while the server is stopped.
+#[derive(Clone, Copy, Debug)]
+pub enum Damage {
+    Deleted,
+    TruncatedToZeroBytes,
+    CutToItsFirstPage,
+    EveryPageZeroed,
+    Block0Zeroed,
+}
+
+pub fn damage(cluster: &Cluster, damage: Damage) {
+    let bytes = fs::read(cluster.pgdata().join(STATE)).expect("read the state's pages");
+    assert!(
+        bytes.len() > PAGE && bytes.len().is_multiple_of(PAGE),
+        "the state is whole pages, more than one, before the damage: {} bytes",
+        bytes.len()
+    );
+    assert!(
+        bytes.iter().any(|&b| b != 0),
+        "the state holds something before the damage"
+    );
+    match damage {
+        Damage::Deleted => cluster.remove_file(STATE),
+        Damage::TruncatedToZeroBytes => cluster.put_file(STATE, &[]),
+        Damage::CutToItsFirstPage => cluster.put_file(STATE, &bytes[..PAGE]),
+        Damage::EveryPageZeroed => cluster.put_file(STATE, &vec![0; bytes.len()]),
+        Damage::Block0Zeroed => {
+            let mut zeroed = bytes;
+            zeroed[..PAGE].fill(0);
+            cluster.put_file(STATE, &zeroed);
+        }
+    }
+}
+
+/// A second server whose clock is 10 minutes behind, that owns every shard.
+pub fn server_b() -> Cluster {
+    let mut b = Cluster::init();
+    b.fake_wall_clock();
+    b.set_wall_clock_offset(BEHIND);
+    b.set("shared_preload_libraries", "'snowid'");
+    start(&mut b);
+    b.client().batch_execute("CREATE EXTENSION snowid").unwrap();
+    b
+}
+
+/// `snowid_release(7)` must be refused (55000, with a hint): the server does not know its last
+/// ID for shard 7.
+pub fn assert_release_refused(a: &Cluster, a_max: i64, when: &str) {
+    match a.client().query_one("SELECT snowid_release(7)", &[]) {
+        Ok(row) => panic!(
+            "{when}: snowid_release(7) returned {} instead of refusing; A's shard-7 IDs go up \
+             to {a_max}",
+            row.get::<_, i64>(0)
+        ),
+        Err(err) => {
+            assert_eq!(code(&err), "55000", "{when}: {}", describe(&err));
+            let hint = err.as_db_error().unwrap().hint().unwrap_or("");
+            assert!(
+                !hint.trim().is_empty(),
+                "{when}: the refusal has a hint: {}",
+                describe(&err)
+            );
+        }
+    }
+}
+
+/// The README's hand-off of `shard`, once A knows its IDs again: `snowid_release(shard)` on A
+/// returns an ID at or above every one of A's IDs for it (`a_max` the highest), and B, its clock
+/// 10 minutes behind, resumes above it and issues IDs for it above all of A's.
+pub fn hand_off(a: &Cluster, shard: i32, a_max: i64) {
+    let last: i64 = a
+        .client()
+        .query_one("SELECT snowid_release($1)", &[&shard])
+        .unwrap_or_else(|e| panic!("snowid_release({shard}) once A knows: {}", describe(&e)))
+        .get(0);
+    assert!(
+        last >= a_max,
+        "snowid_release({shard}) returned {last}, below A's shard-{shard} ID {a_max}"
+    );
+    let b = server_b();
+    let mut on_b = b.client();
+    assert_clock_behind(&mut on_b, a_max);
+    on_b.query_one("SELECT snowid_resume_above($1)", &[&last])
+        .unwrap_or_else(|e| panic!("resume above on B: {}", describe(&e)));
+    assert_generates_above(&mut on_b, shard, a_max, "B, after the hand-off");
+}
+
+/// Whether this build has pg_upgrade; if not, reports the test as not run.
+pub fn has_pg_upgrade(test: &str) -> bool {
+    let bin_dir = pg_bin_dir();
+    if bin_dir.join("pg_upgrade").exists() {
+        return true;
+    }
+    crate::not_run(
+        test,
+        &format!(
+            "this PostgreSQL build has no pg_upgrade ({}); the other majors run it",
+            bin_dir.display()
+        ),
+    );
+    false
+}
+
+/// The bin directory of the PostgreSQL the tests run against, as the harness finds it.
+pub fn pg_bin_dir() -> std::path::PathBuf {
+    let pg_config = std::env::var("SNOWID_PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+    let out = std::process::Command::new(&pg_config)
+        .arg("--bindir")
+        .output()
+        .expect("run pg_config");
+    std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A stopped old cluster with snowid preloaded, a faked clock and 1,000 rows keyed by
+/// `snowid_next(shard)`, and a fresh new cluster with snowid preloaded, its clock 10 minutes
+/// behind. Returns both and the old rows' highest ID.
+pub fn clusters_to_upgrade(mut old: Cluster, shard: i32) -> (Cluster, Cluster, i64) {
+    old.fake_wall_clock();
+    old.set("shared_preload_libraries", "'snowid'");
+    start(&mut old);
+    let mut db = old.client();
+    db.batch_execute(&format!(
+        "CREATE EXTENSION snowid;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next({shard}));
+         INSERT INTO t SELECT FROM generate_series(1, 1000);"
+    ))
+    .unwrap();
+    let old_max = max_id(&mut db);
+    drop(db);
+    old.stop("fast");
+    let mut new = Cluster::init();
+    new.set("shared_preload_libraries", "'snowid'");
+    new.fake_wall_clock();
+    new.set_wall_clock_offset(BEHIND);
+    (old, new, old_max)
+}
