@@ -4,7 +4,7 @@
 
 use crate::server::shared_memory;
 use crate::server::state::durability::make_durable;
-use crate::server::state::{pages, startup};
+use crate::server::state::{pages, startup, wal_records};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
@@ -43,7 +43,23 @@ impl DurableStore for PgHost {
     /// standbys if there are any.
     fn persist(&self, change: &Change) -> Result<(), Unavailable> {
         let lsn = pages::write(change).map_err(Unavailable::Damaged)?;
-        make_durable(lsn).map_err(|_| Unavailable::NotReplicated)
+        make_durable(lsn).map_err(|_| Unavailable::NotReplicated)?;
+        if let Change::Promotion {
+            timeline,
+            base_unix_ms,
+        } = change
+        {
+            log!(
+                "snowid resumed on timeline {timeline}: its time base starts no earlier than {}",
+                snowid_core::epoch::format(*base_unix_ms)
+            );
+        }
+        Ok(())
+    }
+
+    /// The WAL timeline this server writes on.
+    fn timeline(&self) -> u32 {
+        wal_records::timeline()
     }
 }
 

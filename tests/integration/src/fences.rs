@@ -146,26 +146,35 @@ pub fn assert_refuses(cluster: &Cluster, shard: i32, old_max: i64, when: &str) {
     );
 }
 
-/// `snowid_resume_above_columns()` finds `t.id` at `old_max` in database `postgres` and
-/// resumes.
-pub fn resume(db: &mut Client, old_max: i64) {
-    let rows: Vec<(String, String, String, i64)> = db
-        .query(
-            "SELECT database, tbl, col, max_id FROM snowid_resume_above_columns()",
-            &[],
-        )
+/// A row of `snowid_resume_above_columns()`: database, table, column, highest value.
+pub type KeyColumn = (String, Option<String>, Option<String>, Option<i64>);
+
+/// Runs the one statement a fence's hint names, `SELECT * FROM snowid_resume_above_columns()`,
+/// and returns its rows; it must succeed.
+pub fn resume_rows(db: &mut Client) -> Vec<KeyColumn> {
+    db.query("SELECT * FROM snowid_resume_above_columns()", &[])
         .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
+        .collect()
+}
+
+/// A key column as `snowid_resume_above_columns()` lists it.
+pub fn key_column(database: &str, table: &str, max_id: i64) -> KeyColumn {
+    (
+        database.to_string(),
+        Some(table.to_string()),
+        Some("id".to_string()),
+        Some(max_id),
+    )
+}
+
+/// `snowid_resume_above_columns()` finds `t.id` at `old_max` in database `postgres`, and
+/// nothing else, and resumes.
+pub fn resume(db: &mut Client, old_max: i64) {
     assert_eq!(
-        rows,
-        [(
-            "postgres".to_string(),
-            "public.t".to_string(),
-            "id".to_string(),
-            old_max
-        )]
+        resume_rows(db),
+        [key_column("postgres", "public.t", old_max)]
     );
 }
 

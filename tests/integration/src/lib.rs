@@ -40,8 +40,13 @@ pub struct Cluster {
 
 /// A new empty directory under /tmp, owned by the user the servers run as.
 fn new_dir() -> PathBuf {
-    let dir = PathBuf::from(format!(
-        "/tmp/snowid-it-{}-{}",
+    new_dir_in(std::path::Path::new("/tmp"))
+}
+
+/// A new empty directory under `parent`, owned by the user the servers run as.
+fn new_dir_in(parent: &std::path::Path) -> PathBuf {
+    let dir = parent.join(format!(
+        "snowid-it-{}-{}",
         std::process::id(),
         NEXT_DIR.fetch_add(1, Ordering::Relaxed)
     ));
@@ -70,6 +75,11 @@ impl Cluster {
         Cluster::init_in(bindir_of(&pg_config()))
     }
 
+    /// Runs initdb in a fresh directory under `parent` (a filesystem of the test's own, say).
+    pub fn init_on(parent: &std::path::Path) -> Cluster {
+        Cluster::init_with(new_dir_in(parent), bindir_of(&pg_config()))
+    }
+
     /// A cluster of the older major that the test command names for `pg_upgrade` across majors
     /// (`SNOWID_UPGRADE_FROM`, that installation's `pg_config`, with snowid installed), made as
     /// [`Cluster::init`] makes one; `None` where none is named.
@@ -79,7 +89,11 @@ impl Cluster {
     }
 
     fn init_in(bindir: PathBuf) -> Cluster {
-        let cluster = Cluster::unstarted(new_dir(), bindir);
+        Cluster::init_with(new_dir(), bindir)
+    }
+
+    fn init_with(dir: PathBuf, bindir: PathBuf) -> Cluster {
+        let cluster = Cluster::unstarted(dir, bindir);
         let pgdata = cluster.pgdata();
         let out = cluster
             .server_command("initdb")

@@ -343,7 +343,8 @@ bootstrap:
         max_replication_slots: 10
         fsync: 'off'
         temp_file_limit: 1GB
-        snowid.shards: '5'
+        snowid.shards: '5-6'
+        snowid.promotion_margin: 90s
   initdb:
   - encoding: UTF8
   - auth: trust

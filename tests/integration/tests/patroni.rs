@@ -1,7 +1,9 @@
 //! snowid under Patroni, the HA manager most PostgreSQL clusters run on: two nodes and one etcd on
 //! loopback, in synchronous and in asynchronous mode, through a switchover, a kill -9 failover to
 //! a standby whose replay lags and whose clock is behind, a pg_rewind rejoin, and a switch back,
-//! while writers insert and take IDs with bare SELECTs.
+//! while writers insert and take IDs with bare SELECTs. The nodes set `snowid.promotion_margin`
+//! to 90 s, with no callback: every promoted node starts its IDs that far past its clock, and a
+//! shard released before the operations stays released through all of them.
 
 use snowid_integration::patroni::{missing_patroni, wait_for, PatroniCluster};
 use snowid_integration::postgres::config::TargetSessionAttrs;
@@ -29,6 +31,19 @@ struct Seen {
     inserted: usize,
     selected: usize,
     successes: Vec<Instant>,
+}
+
+/// Shard 6, released before the operations, is refused as released.
+fn assert_released(db: &mut Client, when: &str) {
+    let err = db
+        .query_one("SELECT snowid_next(6)", &[])
+        .expect_err("shard 6 stays released");
+    let message = err.as_db_error().map(|e| e.message().to_string());
+    assert_eq!(
+        message.as_deref(),
+        Some("snowid shard 6 was released"),
+        "{when}: {err:?}"
+    );
 }
 
 fn connect(ports: [u16; 2]) -> Option<Client> {
@@ -110,7 +125,10 @@ fn longest_gap(successes: &[Instant], from: Instant, to: Instant) -> Duration {
 /// insert and take bare-SELECT IDs throughout. Every ID handed to them is distinct, all are on
 /// shard 5, and the IDs after the failover are dated ahead of the promoted node's clock (the test
 /// is sharp: without the lease replayed from WAL, that node would issue from its clock, a minute
-/// behind).
+/// behind). The promotion margin (90 s) dates the first IDs after the failover at least 91 s
+/// past the promoted node's clock, where the replayed lease alone would date them about 61 s
+/// past it; shard 6, released on node1 before the operations, is refused on every leader after
+/// them.
 fn patroni_operations(synchronous: bool) {
     // One cluster at a time: four servers, two Patroni and two writers at once are all two cores
     // can take without Patroni's timings slipping.
@@ -143,7 +161,8 @@ fn patroni_operations(synchronous: bool) {
         .unwrap()
         .batch_execute(
             "CREATE EXTENSION snowid;
-             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(5));",
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(5));
+             SELECT snowid_release(6);",
         )
         .unwrap();
     wait_for("node2 has the table", Duration::from_secs(30), || {
@@ -157,6 +176,7 @@ fn patroni_operations(synchronous: bool) {
     let seen = Mutex::new(Seen::default());
     let mut events: Vec<(&str, Instant, Instant)> = Vec::new();
     let mut sharp_behind_s = 0.0;
+    let mut promoted_ahead_s = 0.0;
     thread::scope(|scope| {
         for _ in 0..2 {
             scope.spawn(|| write_until(&stop, ports, &seen));
@@ -197,6 +217,14 @@ fn patroni_operations(synchronous: bool) {
             )
             .unwrap()
             .get(0);
+        promoted_ahead_s = leader
+            .query_one(
+                "SELECT extract(epoch FROM snowid_timestamp(snowid_next(5)) - clock_timestamp())::float8",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_released(&mut leader, "node1 after the failover");
         drop(leader);
         thread::sleep(Duration::from_secs(2));
         events.push((
@@ -221,6 +249,11 @@ fn patroni_operations(synchronous: bool) {
         stop.store(true, Ordering::Relaxed);
     });
 
+    let leader = cluster.leader().expect("a leader after the switch back");
+    assert_released(
+        &mut cluster.nodes[leader].client().unwrap(),
+        "the leader after the switch back",
+    );
     let seen = seen.into_inner().unwrap();
     let log = cluster.logs();
     assert!(
@@ -230,6 +263,10 @@ fn patroni_operations(synchronous: bool) {
     assert!(
         sharp_behind_s > 30.0,
         "the promoted node's clock was behind the last IDs ({sharp_behind_s:.1} s): the test is sharp"
+    );
+    assert!(
+        promoted_ahead_s >= 90.5,
+        "the first ID after the failover is dated {promoted_ahead_s:.1} s past the promoted node's clock, not the promotion margin (90 s) and the lead"
     );
     let distinct: HashSet<i64> = seen.ids.iter().copied().collect();
     assert_eq!(

@@ -50,14 +50,11 @@ fn burst_lead(db: &mut Client) -> f64 {
 
 /// Runs `snowid_resume_above_columns()` and returns the columns it resumed above: (table, max).
 fn resume_above_columns(db: &mut Client) -> Vec<(String, i64)> {
-    db.query(
-        "SELECT tbl::text, max_id FROM snowid_resume_above_columns()",
-        &[],
-    )
-    .unwrap()
-    .iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect()
+    db.query("SELECT tbl, max_id FROM snowid_resume_above_columns()", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
 }
 
 /// Every shard's next ID on `db` is above every ID `before` recorded for it, and so are the
@@ -381,7 +378,7 @@ fn upgrade_fences_until_resumed(mut old: Cluster) {
         "the new cluster's clock is behind the old IDs (the test is sharp)"
     );
     let resumed = resume_above_columns(&mut db);
-    assert_eq!(resumed, [("t".to_string(), before[0].1)]);
+    assert_eq!(resumed, [("public.t".to_string(), before[0].1)]);
     assert_resumes_above(&mut db, &before, "pg_upgrade");
     db.execute("INSERT INTO t (n) VALUES (0)", &[]).unwrap();
 }
@@ -389,8 +386,8 @@ fn upgrade_fences_until_resumed(mut old: Cluster) {
 /// Guards against unreadable WAL: the state's creation, at `CREATE EXTENSION`, is one record of
 /// full-page images of its ten pages (PostgreSQL's own kind, which replays without snowid), and
 /// each later change is one record of snowid's resource manager, named and described for
-/// pg_walinspect (and pg_waldump's in-server equivalent): small leases, a release and a resume,
-/// each naming the page it changes.
+/// pg_walinspect (and pg_waldump's in-server equivalent): small leases, a release, a resume and a
+/// take-back, each naming the page it changes.
 #[test]
 fn state_records_are_named_and_described_in_the_wal() {
     let mut cluster = Cluster::init();
@@ -418,7 +415,8 @@ fn state_records_are_named_and_described_in_the_wal() {
     db.batch_execute(
         "CREATE EXTENSION snowid;
          SELECT snowid_next(1);
-         SELECT snowid_resume_above(snowid_release(9));",
+         SELECT snowid_resume_above(snowid_release(9));
+         SELECT snowid_take_back(9, snowid_release(9));",
     )
     .unwrap();
     let end: String = db
@@ -435,7 +433,10 @@ fn state_records_are_named_and_described_in_the_wal() {
         )
         .unwrap();
     let kinds: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(kinds, ["LEASE", "RELEASE", "RESUME"]);
+    assert_eq!(
+        kinds,
+        ["LEASE", "RELEASE", "RESUME", "RELEASE", "TAKE_BACK"]
+    );
     let describe = |i: usize| rows[i].get::<_, String>(1);
     assert!(
         describe(0).starts_with("lease until ") && describe(0).contains("epoch 2026-01-01"),
@@ -452,7 +453,12 @@ fn state_records_are_named_and_described_in_the_wal() {
         "{}",
         describe(2)
     );
-    for i in 0..3 {
+    assert!(
+        describe(4).starts_with("shard 9 taken back above ID "),
+        "{}",
+        describe(4)
+    );
+    for i in 0..kinds.len() {
         let blocks: String = rows[i].get(3);
         assert!(blocks.contains("rel 1664/0/9128"), "{blocks}");
         let length: i32 = rows[i].get(2);
@@ -695,7 +701,7 @@ fn a_logical_subscriber_takes_over_above_the_copied_ids_once_resumed() {
         "the subscriber's clock is behind the copied IDs (the test is sharp)"
     );
     let resumed = resume_above_columns(&mut sub_db);
-    assert_eq!(resumed, [("t".to_string(), copied_max)]);
+    assert_eq!(resumed, [("public.t".to_string(), copied_max)]);
     assert_resumes_above(&mut sub_db, &[(5, copied_max)], "logical cut-over");
     sub_db.execute("INSERT INTO t (n) VALUES (0)", &[]).unwrap();
     drop(sub_db);
