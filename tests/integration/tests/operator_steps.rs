@@ -531,8 +531,9 @@ fn a_lost_state_is_fenced_after_the_database_with_the_keys_was_dropped() {
 /// Item 9, uninstalling as the README says: `DROP EXTENSION` in every database, `CHECKPOINT`,
 /// snowid out of `shared_preload_libraries`, restart. Guards against a server that cannot
 /// recover once snowid is gone: after those steps, a backend crash and an immediate stop both
-/// recover. Without the `CHECKPOINT`, an immediate stop leaves snowid's records to replay and
-/// the server refuses to start, naming the resource manager (why the step is there).
+/// recover. Without the `CHECKPOINT`, an immediate stop leaves snowid's records (a release after
+/// the last checkpoint) to replay, and the server refuses to start, naming the resource manager
+/// (why the step is there).
 #[test]
 fn uninstalling_as_the_readme_says_survives_a_crash() {
     for with_checkpoint in [true, false] {
@@ -543,7 +544,8 @@ fn uninstalling_as_the_readme_says_survives_a_crash() {
                 "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
                  INSERT INTO t SELECT FROM generate_series(1, 1000);
                  CHECKPOINT;
-                 INSERT INTO t SELECT FROM generate_series(1, 1000);",
+                 INSERT INTO t SELECT FROM generate_series(1, 1000);
+                 SELECT snowid_release(4000);",
             )
             .unwrap();
         let mut db = cluster.client();

@@ -1,4 +1,4 @@
-//! Upgrading from 0.1.0, 0.2.0 and 0.3.0: the paths users take, and the release bookkeeping that
+//! Upgrading from 0.1.0, 0.2.0, 0.3.0 and 0.4.0: the paths users take, and the release bookkeeping that
 //! makes them exist.
 
 use snowid_integration::Cluster;
@@ -155,6 +155,11 @@ fn from_0_2_0_to_this_version_and_through_a_dump() {
 #[test]
 fn from_0_3_0_to_this_version_and_through_a_dump() {
     upgrade_from("0.3.0");
+}
+
+#[test]
+fn from_0_4_0_to_this_version_and_through_a_dump() {
+    upgrade_from("0.4.0");
 }
 
 /// Guards against a release whose version bump was forgotten somewhere: the extension's version
