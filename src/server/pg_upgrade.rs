@@ -76,7 +76,8 @@ unsafe extern "C-unwind" fn utility_hook(
     if binary_upgrade() && unsafe { adds_to_snowid(pstmt) } {
         fence();
     }
-    // SAFETY: the arguments are passed on as PostgreSQL gave them.
+    // SAFETY: the arguments are passed on as PostgreSQL gave them, to the previous hook or to
+    // PostgreSQL's own processing (which pgrx binds as a Rust function, not a pointer).
     unsafe {
         match PREVIOUS_UTILITY_HOOK {
             Some(previous) => previous(

@@ -328,13 +328,23 @@ pub fn pg_bin_dir() -> std::path::PathBuf {
 /// A stopped old cluster with snowid preloaded, a faked clock and 1,000 rows keyed by
 /// `snowid_next(shard)`, and a fresh new cluster with snowid preloaded, its clock 10 minutes
 /// behind. Returns both and the old rows' highest ID.
-pub fn clusters_to_upgrade(mut old: Cluster, shard: i32) -> (Cluster, Cluster, i64) {
+pub fn clusters_to_upgrade(old: Cluster, shard: i32) -> (Cluster, Cluster, i64) {
+    clusters_to_upgrade_from(old, "CREATE EXTENSION snowid", shard)
+}
+
+/// [`clusters_to_upgrade`], with the extension created in the old cluster by `create` (an earlier
+/// version's SQL, say).
+pub fn clusters_to_upgrade_from(
+    mut old: Cluster,
+    create: &str,
+    shard: i32,
+) -> (Cluster, Cluster, i64) {
     old.fake_wall_clock();
     old.set("shared_preload_libraries", "'snowid'");
     start(&mut old);
     let mut db = old.client();
     db.batch_execute(&format!(
-        "CREATE EXTENSION snowid;
+        "{create};
          CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next({shard}));
          INSERT INTO t SELECT FROM generate_series(1, 1000);"
     ))

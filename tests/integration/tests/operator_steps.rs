@@ -38,6 +38,27 @@ fn max_of(db: &mut Client, table: &str) -> i64 {
         .get(0)
 }
 
+/// A preloaded primary (with `settings`) with a table `t` keyed by `snowid_next(key_shard)` and
+/// shard `released` released, and its streaming standby, started.
+fn primary_and_standby(
+    settings: &[(&str, &str)],
+    key_shard: i32,
+    released: i32,
+) -> (Cluster, Cluster) {
+    let primary = Cluster::preloaded(settings);
+    primary
+        .client()
+        .batch_execute(&format!(
+            "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next({key_shard}));
+             INSERT INTO t SELECT FROM generate_series(1, 100);
+             SELECT snowid_release({released});"
+        ))
+        .unwrap();
+    let mut standby = Cluster::base_backup_of(&primary, true);
+    start(&mut standby);
+    (primary, standby)
+}
+
 /// How far an ID's timestamp is ahead of the server's clock, in seconds.
 fn seconds_ahead(db: &mut Client, id: i64) -> f64 {
     db.query_one(
@@ -137,24 +158,11 @@ fn a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced() {
     if !has_pg_upgrade("a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced") {
         return;
     }
-    let mut old = Cluster::init();
-    old.fake_wall_clock();
-    old.set("shared_preload_libraries", "'snowid'");
-    start(&mut old);
-    let mut db = old.client();
-    db.batch_execute(
-        "CREATE EXTENSION snowid VERSION '0.3.0';
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
-         INSERT INTO t SELECT FROM generate_series(1, 1000);",
-    )
-    .unwrap();
-    let old_max = max_id(&mut db);
-    drop(db);
-    old.stop("fast");
-    let mut new = Cluster::init();
-    new.set("shared_preload_libraries", "'snowid'");
-    new.fake_wall_clock();
-    new.set_wall_clock_offset(BEHIND);
+    let (old, mut new, old_max) = clusters_to_upgrade_from(
+        Cluster::init(),
+        "CREATE EXTENSION snowid VERSION '0.3.0'",
+        1,
+    );
     new.pg_upgrade_from(&old, false);
     let bytes = std::fs::read(new.pgdata().join(STATE)).expect("pg_upgrade left a state");
     new.put_file(STATE, &vec![0; bytes.len()]);
@@ -317,17 +325,7 @@ fn a_resume_in_one_database_lifts_the_fence_above_every_database() {
 #[test]
 fn the_statement_for_a_promoted_server_leaves_a_released_shard_released() {
     const STATEMENT: &str = "SELECT snowid_resume_above(snowid_from_timestamp(now() + interval '3 seconds', 8191, 1023))";
-    let mut primary = Cluster::preloaded(&[]);
-    primary
-        .client()
-        .batch_execute(
-            "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(8191));
-             INSERT INTO t SELECT FROM generate_series(1, 100);
-             SELECT snowid_release(8191);",
-        )
-        .unwrap();
-    let mut standby = Cluster::base_backup_of(&primary, true);
-    start(&mut standby);
+    let (mut primary, mut standby) = primary_and_standby(&[], 8191, 8191);
     let (mut db, notices) = primary.client_recording_notices();
     db.batch_execute(STATEMENT).unwrap();
     assert!(
@@ -439,17 +437,8 @@ fn after_any_resume_a_release_is_at_or_above_the_shards_ids() {
 #[test]
 fn a_promoted_standby_starts_past_its_clock_by_the_margin_and_keeps_releases() {
     for margin in ["'30s'", "-1"] {
-        let primary = Cluster::preloaded(&[("snowid.promotion_margin", margin)]);
-        primary
-            .client()
-            .batch_execute(
-                "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
-                 INSERT INTO t SELECT FROM generate_series(1, 100);
-                 SELECT snowid_release(9);",
-            )
-            .unwrap();
-        let mut standby = Cluster::base_backup_of(&primary, true);
-        start(&mut standby);
+        let (primary, mut standby) =
+            primary_and_standby(&[("snowid.promotion_margin", margin)], 1, 9);
         standby.wait_for_replay_of(&primary);
         drop(primary);
         standby.promote();

@@ -188,11 +188,20 @@ fn fill_the_disk(cluster: &Cluster) {
     );
 }
 
-fn free_the_disk(cluster: &Cluster) {
+/// Runs `sql` on a full disk: it must fail with SQLSTATE 53100. Then frees the disk. A new WAL
+/// segment is started first, so that the WAL has room left in a file already written.
+fn fails_on_a_full_disk(cluster: &Cluster, db: &mut Client, sql: &str) {
+    db.batch_execute("CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;")
+        .unwrap();
+    fill_the_disk(cluster);
+    let err = db
+        .batch_execute(sql)
+        .expect_err("no room for the state (the test is sharp)");
     cluster.run_as_server_user(
         "rm",
         &["-f".as_ref(), cluster.dir().join("filler").as_os_str()],
     );
+    assert_eq!(code(&err), "53100", "{sql}: {}", describe(&err));
 }
 
 /// Guards against a full disk turning into a fresh state or a lost verdict: on a cluster whose
@@ -216,14 +225,7 @@ fn a_full_disk_during_the_creation_loses_nothing() {
     cluster.set("shared_preload_libraries", "'snowid'");
     start(&mut cluster);
     let mut db = cluster.client();
-    db.batch_execute("CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;")
-        .unwrap();
-    fill_the_disk(&cluster);
-    let err = db
-        .batch_execute("CREATE EXTENSION snowid")
-        .expect_err("no room for the state");
-    assert_eq!(code(&err), "53100", "{}", describe(&err));
-    free_the_disk(&cluster);
+    fails_on_a_full_disk(&cluster, &mut db, "CREATE EXTENSION snowid");
     db.batch_execute(
         "CREATE EXTENSION snowid;
          CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
@@ -239,14 +241,7 @@ fn a_full_disk_during_the_creation_loses_nothing() {
     cluster.set_wall_clock_offset(BEHIND);
     start(&mut cluster);
     let mut db = cluster.client();
-    db.batch_execute("CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;")
-        .unwrap();
-    fill_the_disk(&cluster);
-    let err = db
-        .query_one("SELECT snowid_next(1)", &[])
-        .expect_err("no room for the fenced state");
-    assert_eq!(code(&err), "53100", "{}", describe(&err));
-    free_the_disk(&cluster);
+    fails_on_a_full_disk(&cluster, &mut db, "SELECT snowid_next(1)");
     drop(db);
     assert_refuses(&cluster, 1, old_max, "with room again");
     restart(&mut cluster, "fast");
