@@ -277,7 +277,7 @@ fn patroni_operations(synchronous: bool) {
     );
     assert!(seen.ids.iter().all(|id| (id >> 10) & 8191 == 5));
     let mut report = format!(
-        "{test}: {} IDs handed out ({} inserted, {} by bare SELECTs), none twice; the promoted node's clock was {sharp_behind_s:.1} s behind the newest ID",
+        "{test}: {} IDs handed out ({} inserted, {} by bare SELECTs), none twice; the promoted node's clock was {sharp_behind_s:.1} s behind the newest ID, and its first ID {promoted_ahead_s:.1} s ahead of it",
         seen.ids.len(),
         seen.inserted,
         seen.selected
