@@ -22,7 +22,9 @@
 # Started as root, it makes PGDATA postgres's and runs itself again as postgres: the server
 # never runs as root. SIGTERM or SIGINT stops the server with a fast shutdown (clients are
 # disconnected, then a shutdown checkpoint), SIGQUIT with an immediate one.
-set -Eeuo pipefail
+# No `set -u`: the .sh files in /docker-entrypoint-initdb.d are sourced, as the official image
+# sources them, and may read variables that are not set.
+set -Eeo pipefail
 
 if [ $# = 0 ] || [ "${1#-}" != "$1" ]; then set -- postgres "$@"; fi
 [ "$1" = postgres ] || exec "$@"
