@@ -29,6 +29,8 @@ set -Eeo pipefail
 if [ $# = 0 ] || [ "${1#-}" != "$1" ]; then set -- postgres "$@"; fi
 [ "$1" = postgres ] || exec "$@"
 shift
+# The server's version, help or settings list: nothing to set up.
+for arg; do case "$arg" in -V | --version | '-?' | --help | --describe-config) exec postgres "$@" ;; esac; done
 
 export PGDATA=${PGDATA:-/var/lib/postgresql/data}
 POSTGRES_USER=${POSTGRES_USER:-postgres}
