@@ -162,21 +162,17 @@ free_port() {
     die "no free port found"
 }
 
-# The URI of this machine's own Debian archive, as its apt sources name it (deb822 stanzas in
-# /etc/apt/sources.list.d/*.sources, or one-line `deb URI SUITE ...` entries in
-# /etc/apt/sources.list and sources.list.d/*.list), so that no mirror is written in this
-# repository: the first source of this release's own suite (bookworm on Debian 12), or else the
-# first whose path ends in /debian.
-debian_mirror() {
-    local codename file files=() sources uri
-    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+# The enabled binary sources of this machine's apt configuration, one "URI<TAB>SUITES" line each,
+# in the files' order: deb822 stanzas in /etc/apt/sources.list.d/*.sources, and one-line
+# `deb URI SUITE ...` entries in /etc/apt/sources.list and sources.list.d/*.list.
+apt_sources() {
+    local file files=()
     for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
         /etc/apt/sources.list.d/*.sources; do
         [ -f "$file" ] && files+=("$file")
     done
     [ ${#files[@]} -gt 0 ] || die "no apt sources in /etc/apt: cannot tell which Debian mirror to use"
-    # One "URI<TAB>SUITES" line per enabled binary source, in the files' order.
-    sources=$(for file in "${files[@]}"; do
+    for file in "${files[@]}"; do
         case "$file" in
             *.sources)
                 awk '
@@ -201,10 +197,75 @@ debian_mirror() {
                 sed -n 's/^[[:space:]]*deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\)[[:space:]]\+\([^[:space:]]\+\).*/\2\t\3/p' "$file"
                 ;;
         esac
-    done)
+    done
+}
+
+# The URI of this machine's own Debian archive, as its apt sources name it (see apt_sources), so
+# that no mirror is written in this repository: the first source of this release's own suite
+# (bookworm on Debian 12), or else the first whose path ends in /debian.
+debian_mirror() {
+    local codename sources uri
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    sources=$(apt_sources)
     uri=$(printf '%s\n' "$sources" | awk -F'\t' -v c="$codename" '
         c != "" { n = split($2, s, /[ \t]+/); for (i = 1; i <= n; i++) if (s[i] == c) { print $1; exit } }')
     [ -n "$uri" ] || uri=$(printf '%s\n' "$sources" | awk -F'\t' '$1 ~ /\/debian\/?$/ { print $1; exit }')
-    [ -n "$uri" ] || die "no Debian archive found in this machine's apt sources (${files[*]})"
+    [ -n "$uri" ] || die "no Debian archive found in this machine's apt sources"
     echo "${uri%/}"
+}
+
+# The URI of the Debian security archive this machine's apt sources name (the first whose path
+# ends in /debian-security), or nothing.
+debian_security_mirror() {
+    local uri
+    uri=$(apt_sources | awk -F'\t' '$1 ~ /\/debian-security\/?$/ { print $1; exit }')
+    echo "${uri%/}"
+}
+
+# debian_suite_of MAJOR: the Debian suite whose own packages carry that major's server, for the
+# packages' tests and the images: bookworm (Debian 12) for 15, trixie (Debian 13) for 17,
+# unstable (sid) for 18, and unstable with experimental for 19 (printed `sid+experimental`);
+# nothing for 16, which Debian does not package.
+debian_suite_of() {
+    case "$1" in
+        15) echo bookworm ;;
+        17) echo trixie ;;
+        18) echo sid ;;
+        19) echo sid+experimental ;;
+    esac
+}
+
+# debian_sources_of SUITE: apt source lines for that suite (as debian_suite_of names it) from this
+# machine's mirrors: a stable release with its updates and, where this machine names a security
+# archive, its security updates; sid+experimental as both suites.
+debian_sources_of() {
+    local mirror security
+    mirror=$(debian_mirror)
+    case "$1" in
+        sid) echo "deb $mirror sid main" ;;
+        sid+experimental)
+            echo "deb $mirror sid main"
+            echo "deb $mirror experimental main"
+            ;;
+        *)
+            echo "deb $mirror $1 main"
+            echo "deb $mirror $1-updates main"
+            security=$(debian_security_mirror)
+            [ -z "$security" ] || echo "deb $security $1-security main"
+            ;;
+    esac
+}
+
+# podman ARGS...: podman as snowid's scripts run it (as root: sudo where needed), with the runc
+# runtime, the vfs storage driver and cgroupfs, which work on machines without a systemd session
+# or overlay mounts, and image/containers.conf. SNOWID_PODMAN replaces the command and its flags
+# (`SNOWID_PODMAN=podman` for a machine's own defaults).
+podman_cmd() {
+    if [ -n "${SNOWID_PODMAN:-}" ]; then
+        # shellcheck disable=SC2086 # a command and its flags
+        $SUDO ${SNOWID_PODMAN} "$@"
+    else
+        $SUDO env CONTAINERS_CONF="$SNOWID_ROOT/image/containers.conf" podman --runtime runc \
+            --storage-driver=vfs --cgroup-manager=cgroupfs "$@"
+    fi
 }
