@@ -258,14 +258,14 @@ debian_sources_of() {
 
 # podman ARGS...: podman as snowid's scripts run it (as root: sudo where needed), with the runc
 # runtime, the vfs storage driver and cgroupfs, which work on machines without a systemd session
-# or overlay mounts, and image/containers.conf. SNOWID_PODMAN replaces the command and its flags
+# or overlay mounts, and scripts/containers.conf. SNOWID_PODMAN replaces the command and its flags
 # (`SNOWID_PODMAN=podman` for a machine's own defaults).
 podman_cmd() {
     if [ -n "${SNOWID_PODMAN:-}" ]; then
         # shellcheck disable=SC2086 # a command and its flags
         $SUDO ${SNOWID_PODMAN} "$@"
     else
-        $SUDO env CONTAINERS_CONF="$SNOWID_ROOT/image/containers.conf" podman --runtime runc \
+        $SUDO env CONTAINERS_CONF="$SNOWID_ROOT/scripts/containers.conf" podman --runtime runc \
             --storage-driver=vfs --cgroup-manager=cgroupfs "$@"
     fi
 }
