@@ -29,21 +29,21 @@ fn floor_timestamp(floor_unix_ms: i64) -> TimestampWithTimeZone {
         .unwrap_or_else(|| errors::exhausted(settings::epoch_unix_ms()))
 }
 
-/// Resumes above `id`, and above every database's keys where the server is fenced.
-fn resume(state: &'static Shared, id: i64) -> TimestampWithTimeZone {
-    let parts = parts_of(id);
-    let shard = Shard::new(parts.shard).unwrap_or_else(|| errors::shard_out_of_range(parts.shard));
+/// Resumes above `id` (given decoded), and, where the server is fenced, above every database's
+/// keys: read now, unless `id` already covers them (`read` true).
+fn resume(state: &'static Shared, id: Parts, read: bool) -> TimestampWithTimeZone {
+    let shard = Shard::new(id.shard).unwrap_or_else(|| errors::shard_out_of_range(id.shard));
     let g = generator(state);
     let fenced = matches!(
         g.status().unwrap_or_else(|r| raise_refusal(r, shard)),
         Status::Fenced(_)
     );
-    let above = match fenced {
-        true => highest_key(id, &survey::every_database()),
+    let above = match fenced && !read {
+        true => parts_of(highest_key(id, &survey::every_database())),
         false => id,
     };
     let floor = g
-        .resume_above(parts_of(above))
+        .resume_above(above)
         .unwrap_or_else(|refused| raise_refusal(refused, shard));
     if state.shard(shard).last().1 {
         notice!(
@@ -56,7 +56,8 @@ fn resume(state: &'static Shared, id: i64) -> TimestampWithTimeZone {
 }
 
 /// The highest of `id` and every database's keys.
-fn highest_key(id: i64, databases: &[survey::DatabaseKeys]) -> i64 {
+fn highest_key(id: Parts, databases: &[survey::DatabaseKeys]) -> i64 {
+    let id = layout::compose(id.ms, id.shard, id.seq).unwrap_or(0);
     databases
         .iter()
         .filter_map(|d| d.highest)
@@ -67,8 +68,8 @@ fn highest_key(id: i64, databases: &[survey::DatabaseKeys]) -> i64 {
 /// fence.
 #[pg_extern(volatile, strict)]
 fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
-    parts_of(id);
-    resume(generating_state("snowid_resume_above()"), id)
+    let id = parts_of(id);
+    resume(generating_state("snowid_resume_above()"), id, false)
 }
 
 /// Takes back a shard released here, above an ID of that shard issued by its other owner.
@@ -108,8 +109,12 @@ fn snowid_resume_above_columns() -> TableIterator<
     {
         errors::no_key_columns();
     }
-    let highest = highest_key(0, &databases);
-    resume(state, highest);
+    let highest = databases
+        .iter()
+        .filter_map(|d| d.highest)
+        .max()
+        .unwrap_or(0);
+    resume(state, parts_of(highest), true);
     let rows: Vec<_> = databases
         .into_iter()
         .flat_map(|d| {
