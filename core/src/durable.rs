@@ -49,8 +49,10 @@ pub enum Unavailable {
     /// Its pages are damaged (found so while changing them).
     Damaged(Damage),
     /// The change's record is durable here, but the wait for the synchronous standbys to confirm
-    /// it was cancelled, so nothing that depends on it may be used.
-    NotReplicated,
+    /// it was cancelled: the change holds on this server (also after a restart), the standbys
+    /// may not have it, and nothing that depends on it may be handed out. The state's creation is
+    /// named as [`Change::Init`] of the state created.
+    NotReplicated(Box<Change>),
 }
 
 /// Why generation is fenced until a superuser resumes above the IDs already issued.
@@ -222,11 +224,22 @@ pub enum Change {
     /// The first load on WAL timeline `timeline`, after a promotion or a point-in-time restore:
     /// the timeline is recorded, and the time-base floor raised to `base_unix_ms`.
     Promotion { timeline: u32, base_unix_ms: i64 },
+    /// A lease as snowid 0.2.0 recorded it, beside its state file `snowid.state`, which this
+    /// version does not read. Replayed as nothing: it names no page, and a cluster whose state
+    /// only 0.2.0 kept finds the pages missing, beside that file, and is fenced until resumed
+    /// above the IDs its databases hold.
+    Lease020 {
+        epoch_unix_ms: i64,
+        base_unix_ms: i64,
+        lease_end_unix_ms: i64,
+    },
 }
 
 /// How a [`Change`] is told apart in the WAL: the high four bits of a record's info byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// snowid 0.2.0's lease.
+    Lease020 = 0x00,
     Init = 0x10,
     Lease = 0x20,
     Release = 0x30,
@@ -239,6 +252,7 @@ pub enum Kind {
 impl Kind {
     pub fn from_info(info: u8) -> Option<Kind> {
         match info {
+            0x00 => Some(Kind::Lease020),
             0x10 => Some(Kind::Init),
             0x20 => Some(Kind::Lease),
             0x30 => Some(Kind::Release),
@@ -251,6 +265,7 @@ impl Kind {
 
     pub fn name(self) -> &'static std::ffi::CStr {
         match self {
+            Kind::Lease020 => c"LEASE_0_2_0",
             Kind::Init => c"INIT",
             Kind::Lease => c"LEASE",
             Kind::Release => c"RELEASE",
@@ -281,12 +296,14 @@ impl Change {
             Change::Resume { .. } => Kind::Resume,
             Change::TakeBack { .. } => Kind::TakeBack,
             Change::Promotion { .. } => Kind::Promotion,
+            Change::Lease020 { .. } => Kind::Lease020,
         }
     }
 
     /// The blocks the change writes, block 0 first.
     pub fn blocks(&self) -> Vec<u32> {
         match self {
+            Change::Lease020 { .. } => vec![],
             Change::Init(_) => (0..BLOCKS).collect(),
             Change::Release { shard, .. } => vec![0, last_id_block(*shard)],
             Change::Lease { .. }
@@ -334,6 +351,7 @@ impl Change {
                 header.base_unix_ms = header.base_unix_ms.max(*base_unix_ms);
                 header.timeline = *timeline;
             }
+            Change::Lease020 { .. } => {}
         }
     }
 
@@ -383,6 +401,20 @@ impl Change {
                 timeline,
                 base_unix_ms,
             } => le_bytes(&[i64::from(*timeline), *base_unix_ms]),
+            Change::Lease020 {
+                epoch_unix_ms,
+                base_unix_ms,
+                lease_end_unix_ms,
+            } => {
+                let mut bytes = LEASE_020_VERSION.to_le_bytes().to_vec();
+                bytes.extend([0; 4]);
+                bytes.extend(le_bytes(&[
+                    *epoch_unix_ms,
+                    *base_unix_ms,
+                    *lease_end_unix_ms,
+                ]));
+                bytes
+            }
         }
     }
 
@@ -429,6 +461,23 @@ impl Change {
                 Change::Promotion {
                     timeline: u32::try_from(timeline).map_err(|_| Damage::Field("timeline"))?,
                     base_unix_ms,
+                }
+            }
+            Kind::Lease020 => {
+                let Some((version, instants)) = bytes.split_at_checked(8) else {
+                    return Err(Damage::Size {
+                        expected: 32,
+                        found: bytes.len(),
+                    });
+                };
+                if version != [LEASE_020_VERSION.to_le_bytes(), [0; 4]].concat() {
+                    return Err(Damage::Field("version"));
+                }
+                let [epoch_unix_ms, base_unix_ms, lease_end_unix_ms] = i64s(instants)?;
+                Change::Lease020 {
+                    epoch_unix_ms,
+                    base_unix_ms,
+                    lease_end_unix_ms,
                 }
             }
         };
@@ -491,9 +540,19 @@ impl Change {
                 "first load on timeline {timeline}: time base at least {}",
                 format(*base_unix_ms)
             ),
+            Change::Lease020 {
+                lease_end_unix_ms, ..
+            } => format!(
+                "lease of snowid 0.2.0 until {}, not applied: this version does not read 0.2.0's \
+                 state, and fences such a cluster until it is resumed",
+                format(*lease_end_unix_ms)
+            ),
         }
     }
 }
+
+/// The version field of snowid 0.2.0's lease records.
+const LEASE_020_VERSION: u32 = 1;
 
 /// A lease taken: the earliest epoch, the higher base and lease end.
 fn raise(header: &mut Header, epoch_unix_ms: i64, base_unix_ms: i64, lease_end_unix_ms: i64) {
@@ -875,6 +934,7 @@ mod tests {
         };
         assert!(taken.describe().starts_with("shard 7 taken back above ID "));
         for kind in [
+            Kind::Lease020,
             Kind::Init,
             Kind::Lease,
             Kind::Release,
@@ -884,11 +944,50 @@ mod tests {
         ] {
             assert_eq!(Kind::from_info(kind as u8), Some(kind));
         }
+        assert_eq!(Kind::from_info(0x70), None);
+    }
+
+    #[test]
+    fn a_lease_of_0_2_0_is_read_and_changes_nothing() {
+        // Guards against a crash recovery, a restore or a standby that stops at a record of
+        // snowid 0.2.0 (0.5.0 raised an error for its unknown kind, which ends the startup
+        // process): it is read, named, and applies to no page.
+        let bytes = [
+            &1u32.to_le_bytes()[..],
+            &[0; 4],
+            &EPOCH.to_le_bytes(),
+            &(EPOCH + 5).to_le_bytes(),
+            &(EPOCH + 1_506).to_le_bytes(),
+        ]
+        .concat();
+        let change = Change::from_bytes(Kind::Lease020, &bytes).unwrap();
         assert_eq!(
-            Kind::from_info(0),
-            None,
-            "0.2.0's lease record is not one of these"
+            change,
+            Change::Lease020 {
+                epoch_unix_ms: EPOCH,
+                base_unix_ms: EPOCH + 5,
+                lease_end_unix_ms: EPOCH + 1_506
+            }
         );
+        assert_eq!(change.to_bytes(), bytes);
+        assert!(change.blocks().is_empty());
+        let mut state = DurableState::new(Header::fenced(Fence::Lost, EPOCH));
+        let before = state.clone();
+        change.apply(&mut state);
+        assert_eq!(state, before);
+        assert!(change
+            .describe()
+            .starts_with("lease of snowid 0.2.0 until "));
+        let mut other_version = bytes.clone();
+        other_version[0] = 2;
+        assert_eq!(
+            Change::from_bytes(Kind::Lease020, &other_version),
+            Err(Damage::Field("version"))
+        );
+        assert!(matches!(
+            Change::from_bytes(Kind::Lease020, &bytes[..31]),
+            Err(Damage::Size { .. })
+        ));
     }
 
     fn changes() -> impl Strategy<Value = Change> {
@@ -924,9 +1023,14 @@ mod tests {
                     base_unix_ms: b,
                     lease_end_unix_ms: l,
                 }),
-            (1..u32::MAX, instant).prop_map(|(timeline, b)| Change::Promotion {
+            (1..u32::MAX, instant.clone()).prop_map(|(timeline, b)| Change::Promotion {
                 timeline,
                 base_unix_ms: b,
+            }),
+            (instant.clone(), instant.clone(), instant).prop_map(|(e, b, l)| Change::Lease020 {
+                epoch_unix_ms: e,
+                base_unix_ms: b,
+                lease_end_unix_ms: l,
             }),
         ]
     }

@@ -114,7 +114,7 @@ pub enum Status {
 
 impl Status {
     /// Why a server in this status refuses to generate or release, if it does.
-    fn refusal<E>(self) -> Option<Refused<E>> {
+    pub fn refusal<E>(self) -> Option<Refused<E>> {
         match self {
             Status::Fenced(fence) => Some(Refused::Fenced(fence)),
             Status::EpochMovedLater {
@@ -813,6 +813,19 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// after `id`'s if it is behind it, and all of it is durable before this returns. Returns
     /// the time base's new floor in Unix milliseconds.
     pub fn resume_above(&self, above: Parts) -> Result<i64, Refused<H::Error>> {
+        self.resume_above_releasing(above, &[])
+    }
+
+    /// [`Generator::resume_above`], releasing first, durably, each of `released` (a shard with
+    /// the last ID it was released at) that is not released already, or released at a lower
+    /// last ID: how a fence lifts with the releases the cluster's databases recorded, which a
+    /// lost or re-created state no longer holds. A crash between those releases and the resume
+    /// leaves the state fenced, with some of them recorded.
+    pub fn resume_above_releasing(
+        &self,
+        above: Parts,
+        released: &[(Shard, i64)],
+    ) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
         self.load_claimed(&claimed)?;
         if let Status::EpochMovedLater {
@@ -822,6 +835,12 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
             return Err(Refused::EpochMovedLater {
                 recorded_epoch_unix_ms,
             });
+        }
+        for &(shard, last_id) in released {
+            let (last, is_released) = self.shared.shard(shard).last();
+            if !is_released || id_from_stamp(last, shard) < last_id {
+                self.release_claimed(shard, last_id, &claimed)?;
+            }
         }
         self.raise_past(above, &claimed, false)
     }
@@ -915,8 +934,24 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         if let Some(refused) = self.shared.lease.status().refusal() {
             return Err(refused);
         }
-        let last_id = id_from_stamp(shard_state::release(&self.shared.shard(shard).stamp), shard);
-        self.persist(&Change::Release { shard, last_id }, &claimed)?;
+        self.release_claimed(shard, 0, &claimed)
+    }
+
+    /// Releases a shard with the claim held: no caller issues for it from now on, and the release
+    /// is durable before this returns. Its last ID is the last one issued here, or `at_least` if
+    /// that is higher (a last ID the cluster recorded before its state was lost).
+    fn release_claimed(
+        &self,
+        shard: Shard,
+        at_least: i64,
+        claimed: &Claimed<H>,
+    ) -> Result<i64, Refused<H::Error>> {
+        let cell = self.shared.shard(shard);
+        let last_id = id_from_stamp(shard_state::release(&cell.stamp), shard).max(at_least);
+        if let Some(parts) = crate::layout::decompose(last_id) {
+            cell.mark_released(stamp(parts.ms, parts.seq as u64));
+        }
+        self.persist(&Change::Release { shard, last_id }, claimed)?;
         Ok(last_id)
     }
 }

@@ -7,14 +7,15 @@
 //! - [`pg_host`]: the issuing protocol's host (clocks, durable state, waits, log);
 //! - [`issuing`]: the protocol bound to that host and the settings, and its refusals as errors;
 //! - [`pg_upgrade`]: the state fenced while `pg_upgrade` brings databases with snowid in;
-//! - [`survey`]: the highest snowid key of every database, read by a background worker in each;
+//! - [`databases`]: what every database of the cluster holds (its snowid keys, its record of the
+//!   released shards), read or written by a background worker in each;
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
 pub mod counters;
+pub mod databases;
 pub mod issuing;
 pub mod pg_host;
 pub mod pg_upgrade;
 pub mod settings;
 pub mod shared_memory;
 pub mod state;
-pub mod survey;

@@ -43,7 +43,7 @@ impl DurableStore for PgHost {
     /// standbys if there are any.
     fn persist(&self, change: &Change) -> Result<(), Unavailable> {
         let lsn = pages::write(change).map_err(Unavailable::Damaged)?;
-        make_durable(lsn).map_err(|_| Unavailable::NotReplicated)?;
+        make_durable(lsn).map_err(|_| Unavailable::NotReplicated(Box::new(change.clone())))?;
         if let Change::Promotion {
             timeline,
             base_unix_ms,

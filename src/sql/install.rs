@@ -1,18 +1,21 @@
 //! What `CREATE EXTENSION snowid` and `ALTER EXTENSION snowid UPDATE` do beyond creating the
 //! functions: make sure the durable state exists, so that from then on a missing state means a
-//! lost one (see `crate::server::state::startup`).
+//! lost one (see `crate::server::state::startup`), and fill this database's record of the
+//! released shards from it (see `crate::server::databases::release_records`).
 //!
 //! The scripts create a function for it, call it once, and drop it again, so that nothing is
 //! left in the catalog for a user to call. Both work without preloading: the state is created in
 //! a WAL record that any server replays.
 
 use crate::errors;
+use crate::server::databases::release_records;
 use crate::server::settings;
 use crate::server::state::startup;
 use pgrx::prelude::*;
 
 /// Creates the durable state if it is missing, as the start-up decision says: fresh where
-/// nothing witnesses that the cluster had it, fenced otherwise. The argument names the script
+/// nothing witnesses that the cluster had it, fenced otherwise; then fills this database's record
+/// of the released shards, where the script made the table (0.6.0 on) and the state knows them. The argument names the script
 /// (`install`, or `update` from a version that created the state at the first generation); both
 /// decide alike.
 #[pg_extern(volatile, sql = false)]
@@ -27,10 +30,23 @@ fn snowid_create_state(occasion: &str) {
     if let Err(unavailable) = startup::ensure(settings::epoch_unix_ms()) {
         errors::state_unavailable(&unavailable)
     }
+    release_records::fill_at_install();
 }
 
 extension_sql!(
     r#"
+-- Each database's record of the shards the cluster released, which carries them through a lost
+-- state and pg_upgrade (see src/server/databases/release_records.rs); filled below.
+CREATE TABLE snowid_released_shards (
+    recorded_at timestamptz NOT NULL,
+    shards int[] NOT NULL,
+    last_ids bigint[] NOT NULL,
+    CHECK (pg_catalog.cardinality(shards) OPERATOR(pg_catalog.=) pg_catalog.cardinality(last_ids))
+);
+REVOKE ALL ON TABLE snowid_released_shards FROM PUBLIC;
+GRANT SELECT ON TABLE snowid_released_shards TO PUBLIC;
+COMMENT ON TABLE snowid_released_shards IS
+    'The shards this cluster released, each with the last ID it was released at, as this database records them: what a resume that lifts a fence releases again. Written by snowid only.';
 -- The durable state, created once with the extension (see src/sql/install.rs).
 CREATE FUNCTION snowid_create_state(occasion text) RETURNS void
 STRICT VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';

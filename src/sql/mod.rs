@@ -6,8 +6,9 @@
 //! - [`trigger`]: `snowid_fill_id`, a key's shard derived from another column;
 //! - [`partitions`]: `snowid_partition_ddl`, time partitions of a snowid key;
 //! - [`convert`]: `snowid_convert_column`, an existing key turned into a snowid key;
-//! - [`operations`]: `snowid_release`, `snowid_resume_above`, `snowid_take_back` and the
-//!   cluster-wide resume, for superusers;
+//! - [`operations`]: `snowid_release` and `snowid_take_back`, for superusers;
+//! - [`resume`]: `snowid_resume_above` and the cluster-wide resume, `snowid_resume_above_columns`,
+//!   for superusers;
 //! - [`info`]: `snowid_info()` and `snowid_stats()`;
 //! - [`install`]: what `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE` do beyond creating
 //!   functions: create the durable state;
@@ -21,5 +22,6 @@ pub mod install;
 pub mod old_shapes;
 pub mod operations;
 pub mod partitions;
+pub mod resume;
 pub mod text_key;
 pub mod trigger;

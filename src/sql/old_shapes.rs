@@ -1,10 +1,13 @@
-//! The 0.1.0 shapes of `snowid_info()` and `snowid_stats()`, kept so that a database still on
-//! 0.1.0 works with this library until `ALTER EXTENSION snowid UPDATE`, and so that
-//! `CREATE EXTENSION snowid VERSION '0.1.0'` can find every function its script names. No SQL is
-//! generated for them: only the 0.1.0 script refers to them.
+//! Earlier versions' shapes of functions whose shape has changed, kept so that a database still
+//! on such a version works with this library until `ALTER EXTENSION snowid UPDATE`, and so that
+//! `CREATE EXTENSION snowid VERSION '...'` can find every function its script names. No SQL is
+//! generated for them: only the earlier scripts refer to them.
+//! - 0.1.0's `snowid_info()` and `snowid_stats()`;
+//! - 0.5.0's `snowid_resume_above_columns()`, with no argument (0.6.0 added `released`).
 
 use super::decode::timestamptz;
 use super::info::{generating, high_water_mark, interval_ms};
+use super::resume::resume_above_columns;
 use crate::errors;
 use crate::server::{settings, shared_memory};
 use pgrx::datum::Interval;
@@ -99,4 +102,19 @@ fn snowid_stats() -> TableIterator<
         })
         .collect();
     TableIterator::new(rows)
+}
+
+/// 0.5.0's `snowid_resume_above_columns()`: 0.6.0's, naming no released shard.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, sql = false)]
+fn snowid_resume_above_columns() -> TableIterator<
+    'static,
+    (
+        name!(database, String),
+        name!(tbl, Option<String>),
+        name!(col, Option<String>),
+        name!(max_id, Option<i64>),
+    ),
+> {
+    TableIterator::new(resume_above_columns(None))
 }

@@ -26,6 +26,8 @@ struct Host {
     /// The claimer number of this "process".
     claimer: Cell<u32>,
     fail_persist: Cell<bool>,
+    /// Every write fails once this many changes are durable.
+    fail_after_persists: Cell<Option<usize>>,
     panic_persist: Cell<bool>,
     /// Runs inside `persist`, before the change is durable: another caller racing the writer.
     during_persist: RefCell<Option<Box<dyn Fn()>>>,
@@ -46,6 +48,7 @@ impl Host {
             changes: RefCell::new(Vec::new()),
             claimer: Cell::new(1),
             fail_persist: Cell::new(false),
+            fail_after_persists: Cell::new(None),
             panic_persist: Cell::new(false),
             during_persist: RefCell::new(None),
             waits_left: Cell::new(u32::MAX),
@@ -128,7 +131,12 @@ impl DurableStore for Host {
         if self.panic_persist.get() {
             panic!("an error raised by the store");
         }
-        if self.fail_persist.get() {
+        if self.fail_persist.get()
+            || self
+                .fail_after_persists
+                .get()
+                .is_some_and(|n| self.persists() >= n)
+        {
             return Err(DiskFull);
         }
         let mut disk = self.disk.borrow_mut();
@@ -957,6 +965,58 @@ fn a_resume_raises_every_shard_so_a_later_release_returns_an_id_above_it() {
     for n in [0, 8, 8191] {
         assert!(g.next_id(shard(n)).unwrap() > above);
     }
+}
+
+#[test]
+fn a_fence_lifts_with_the_releases_the_databases_recorded() {
+    // Guards against a release forgotten with the state: after a lost or damaged state, or
+    // pg_upgrade, the re-created state holds no release, and 0.5.0's resume lifted the fence
+    // with shard 7 issuing again on a server that had handed it off.
+    let host = Host::with_disk(Header::fenced(Fence::Lost, EPOCH));
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    let recorded = compose(now_ms(&host) + 500, 7, 12).unwrap();
+    let above = compose(now_ms(&host) + 600_000, 8, 3).unwrap();
+    g.resume_above_releasing(parts(above), &[(shard(7), recorded)])
+        .unwrap();
+    assert_eq!(g.next_id(shard(7)), Err(Refused::Released));
+    assert!(host.header().released.contains(7));
+    assert_eq!(host.header().fence, None);
+    assert!(matches!(
+        &host.changes.borrow()[..],
+        [Change::Release { last_id, .. }, Change::Resume { .. }] if *last_id == recorded
+    ));
+    assert_eq!(
+        g.release(shard(7)).unwrap(),
+        recorded,
+        "a release again returns the recorded last ID"
+    );
+    assert!(g.next_id(shard(8)).unwrap() > above);
+
+    // Durable: a restart keeps shard 7 released.
+    let shared = host.restart();
+    assert_eq!(
+        generator(&shared, &host).next_id(shard(7)),
+        Err(Refused::Released)
+    );
+}
+
+#[test]
+fn a_fence_stays_when_the_resume_fails_after_its_releases() {
+    // Guards against a crash between the releases a resume restores and the resume itself:
+    // the releases hold, and the fence with them.
+    let host = Host::with_disk(Header::fenced(Fence::Upgraded, EPOCH));
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    let above = compose(now_ms(&host) + 600_000, 8, 3).unwrap();
+    // The first write (the release) lands; the second (the resume) fails.
+    host.fail_after_persists.set(Some(1));
+    assert_eq!(
+        g.resume_above_releasing(parts(above), &[(shard(7), 0)]),
+        Err(Refused::Persist(DiskFull))
+    );
+    assert!(host.header().released.contains(7));
+    assert_eq!(host.header().fence, Some(Fence::Upgraded));
 }
 
 #[test]

@@ -277,12 +277,19 @@ pub fn create(state: &DurableState) -> pg_sys::XLogRecPtr {
 }
 
 /// Writes the first pages of a relation whole, creating its file if needed, with `contents`
-/// after each page's header, in one WAL record of full-page images. The pages are formatted
-/// and marked dirty in shared buffers before the record is inserted, in one critical section,
-/// so a checkpoint that begins after the record writes them, and one that began before is
-/// followed by the record's replay. Returns the record's location.
+/// after each page's header, in one WAL record of full-page images (PostgreSQL's own `FPI`, as
+/// `log_newpages` writes it). The pages are formatted and marked dirty in shared buffers before
+/// the record is inserted, in one critical section, so a checkpoint that begins after the record
+/// writes them, and one that began before is followed by the record's replay. Room for the
+/// record's block references is made before the critical section, where an allocation may fail
+/// (inside one it would be a PANIC, and an assert-enabled server traps on it). Returns the
+/// record's location.
 pub(super) fn write_pages(relation: Locator, contents: &[Vec<u8>]) -> pg_sys::XLogRecPtr {
     let count = contents.len() as u32;
+    assert!(
+        (1..=pg_sys::XLR_MAX_BLOCK_ID + 1).contains(&count),
+        "one record holds the pages"
+    );
     extend(relation, count);
     let pages: Vec<Page> = (0..count)
         .map(|b| {
@@ -294,31 +301,33 @@ pub(super) fn write_pages(relation: Locator, contents: &[Vec<u8>]) -> pg_sys::XL
             )
         })
         .collect();
-    let mut blocks: Vec<pg_sys::BlockNumber> = (0..count).collect();
-    let mut images: Vec<_> = pages.iter().map(|p| p.header().cast()).collect();
-    let mut relation = relation;
-    // SAFETY: outside the critical section, as PostgreSQL requires: log_newpages then finds the
-    // room it needs already allocated.
-    unsafe { pg_sys::XLogEnsureRecordSpace(pg_sys::XLR_MAX_BLOCK_ID as c_int - 1, 0) };
+    let buffers: Vec<pg_sys::Buffer> = pages.iter().map(|p| p.0).collect();
+    // SAFETY: outside any critical section, as PostgreSQL requires: it allocates room for a
+    // record with `count` block references (more than the 5 it keeps ready) and no data.
+    unsafe { pg_sys::XLogEnsureRecordSpace(count as c_int - 1, 0) };
     in_critical_section(|| {
         for (page, bytes) in pages.iter().zip(contents) {
             page.format(bytes);
             page.mark_dirty();
         }
-        // SAFETY: every page is pinned, locked exclusively and formatted; log_newpages writes
-        // them all as images in one record (at most BLOCKS, far below its limit of blocks per
-        // record) and sets each page's LSN to it.
-        unsafe {
-            pg_sys::log_newpages(
-                &mut relation,
-                pg_sys::ForkNumber::MAIN_FORKNUM,
-                count as c_int,
-                blocks.as_mut_ptr(),
-                images.as_mut_ptr(),
-                true,
-            );
-            pg_sys::XactLastRecEnd
+        // SAFETY: every buffer is pinned, locked exclusively, formatted and dirty, and room for
+        // their references was made above; the record is PostgreSQL's own full-page image,
+        // which any server replays.
+        let lsn = unsafe {
+            pg_sys::XLogBeginInsert();
+            for (id, &buffer) in buffers.iter().enumerate() {
+                pg_sys::XLogRegisterBuffer(
+                    id as u8,
+                    buffer,
+                    (pg_sys::REGBUF_FORCE_IMAGE | pg_sys::REGBUF_STANDARD) as u8,
+                );
+            }
+            pg_sys::XLogInsert(pg_sys::RmgrIds::RM_XLOG_ID as u8, pg_sys::XLOG_FPI as u8)
+        };
+        for page in &pages {
+            page.set_lsn(lsn);
         }
+        lsn
     })
 }
 

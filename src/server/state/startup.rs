@@ -14,9 +14,10 @@
 
 use super::durability::make_durable;
 use super::{faults, old_files, pages, wal_records, witness};
+use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowid_core::durable::{DurableState, Unavailable, RELATION_NUMBER};
+use snowid_core::durable::{Change, DurableState, Unavailable, RELATION_NUMBER};
 use snowid_core::generator::Status;
 use snowid_core::startup::{decide, fence_for_upgrade, Found, Occasion, StartUp};
 
@@ -69,12 +70,8 @@ pub fn fence_for_pg_upgrade(epoch_unix_ms: i64) {
     let Some(state) = fence_for_upgrade(pages::read(), epoch_unix_ms) else {
         return;
     };
-    if write_durably(state).is_err() {
-        ereport!(
-            PgLogLevel::ERROR,
-            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
-            "canceling the wait for the synchronous standbys to confirm snowid's fence"
-        );
+    if let Err(unavailable) = write_durably(state) {
+        errors::state_unavailable(&unavailable);
     }
     leave_witnesses(true);
 }
@@ -104,7 +101,9 @@ fn settle(occasion: Occasion, epoch_unix_ms: i64) -> Result<DurableState, Unavai
 fn write_durably(state: DurableState) -> Result<(), Unavailable> {
     let lsn = pages::create(&state);
     faults::at(faults::Point::Logged);
-    make_durable(lsn).map_err(|_| Unavailable::NotReplicated)?;
+    make_durable(lsn).map_err(|_| {
+        Unavailable::NotReplicated(Box::new(Change::Init(Box::new(state.header.clone()))))
+    })?;
     faults::at(faults::Point::Durable);
     match state.header.fence {
         None => log!("snowid created its state in \"global/{RELATION_NUMBER}\""),

@@ -11,8 +11,12 @@
 //! and touches no shared memory of snowid's: whoever generates next, once recovery is over,
 //! loads the state from the pages.
 //!
-//! snowid 0.2.0's lease records (info 0x00) are not replayed: a cluster on 0.2.0 goes through
-//! 0.4.0 first (see the README).
+//! snowid 0.2.0's lease records (info 0x00, `LEASE_0_2_0`) are read and skipped, with a line in
+//! the log: they name no page, and the state they belonged to (0.2.0's `snowid.state`) is not
+//! carried over, so a cluster whose WAL still holds them finds its state missing beside that
+//! file and is fenced until resumed above the IDs its databases hold (see
+//! `snowid_core::startup`). A crash recovery, a restore or a standby through 0.2.0-era WAL thus
+//! runs on.
 //!
 //! A server that replays these records must load snowid through `shared_preload_libraries`
 //! too: PostgreSQL stops recovery at the first record of a resource manager it does not know.
@@ -81,6 +85,10 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes a valid reader state.
     let (info, data) = unsafe { contents(record) };
     match decode(info, data) {
+        Ok(change @ Change::Lease020 { .. }) => log!(
+            "snowid skipped a WAL record of snowid 0.2.0 ({}); the state of 0.2.0 is not carried over, so the first generation is fenced until a superuser resumes above the IDs already issued",
+            change.describe()
+        ),
         // SAFETY: as above.
         Ok(change) => unsafe { pages::replay(record, &change) },
         Err(why) => ereport!(

@@ -50,6 +50,31 @@ pub fn restart(cluster: &mut Cluster, mode: &str) {
     start(cluster);
 }
 
+/// The server refuses shard `shard` because it was released (55000, "was released").
+pub fn assert_released(db: &mut Client, shard: i32, when: &str) {
+    match db.query_one("SELECT snowid_next($1::int)", &[&shard]) {
+        Ok(row) => panic!(
+            "{when}: snowid_next({shard}) issued {} for a released shard",
+            row.get::<_, i64>(0)
+        ),
+        Err(err) => {
+            assert_eq!(code(&err), "55000", "{when}: {}", describe(&err));
+            assert_eq!(
+                err.as_db_error().unwrap().message(),
+                format!("snowid shard {shard} was released"),
+                "{when}"
+            );
+        }
+    }
+}
+
+/// The highest ID of a table.
+pub fn max_of(db: &mut Client, table: &str) -> i64 {
+    db.query_one(&format!("SELECT max(id) FROM {table}"), &[])
+        .unwrap()
+        .get(0)
+}
+
 pub fn max_id(db: &mut Client) -> i64 {
     db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0)
 }
@@ -219,6 +244,8 @@ pub enum Damage {
     CutToItsFirstPage,
     EveryPageZeroed,
     Block0Zeroed,
+    /// One byte of block 0's contents flipped: the page fails its checksum.
+    Block0ByteFlipped,
 }
 
 pub fn damage(cluster: &Cluster, damage: Damage) {
@@ -241,6 +268,12 @@ pub fn damage(cluster: &Cluster, damage: Damage) {
             let mut zeroed = bytes;
             zeroed[..PAGE].fill(0);
             cluster.put_file(STATE, &zeroed);
+        }
+        Damage::Block0ByteFlipped => {
+            let mut flipped = bytes;
+            // Inside the state's header, after PostgreSQL's 24-byte page header.
+            flipped[24 + 20] ^= 0x40;
+            cluster.put_file(STATE, &flipped);
         }
     }
 }

@@ -661,8 +661,12 @@ impl Drop for Cluster {
                 }
             }
         }
+        // A server built with assertions (--enable-cassert) writes TRAP and aborts where one
+        // fails; the postmaster then restarts, so nothing else may show it. Any TRAP fails the
+        // test that started the server.
+        let log = self.log();
+        let traps: Vec<&str> = log.lines().filter(|l| l.contains("TRAP:")).collect();
         if std::thread::panicking() {
-            let log = self.log();
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             eprintln!("--- server log tail ({}):", self.dir.display());
             for line in tail.iter().rev() {
@@ -670,6 +674,9 @@ impl Drop for Cluster {
             }
         }
         let _ = fs::remove_dir_all(&self.dir);
+        if !traps.is_empty() && !std::thread::panicking() {
+            panic!("an assertion failed in the server: {}", traps.join("\n"));
+        }
     }
 }
 

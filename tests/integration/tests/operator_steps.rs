@@ -13,31 +13,6 @@ use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
 use snowid_integration::{code, Cluster};
 
-/// The server refuses shard `shard` because it was released (55000, "was released").
-fn assert_released(db: &mut Client, shard: i32, when: &str) {
-    match db.query_one("SELECT snowid_next($1::int)", &[&shard]) {
-        Ok(row) => panic!(
-            "{when}: snowid_next({shard}) issued {} for a released shard",
-            row.get::<_, i64>(0)
-        ),
-        Err(err) => {
-            assert_eq!(code(&err), "55000", "{when}: {}", describe(&err));
-            assert_eq!(
-                err.as_db_error().unwrap().message(),
-                format!("snowid shard {shard} was released"),
-                "{when}"
-            );
-        }
-    }
-}
-
-/// The highest ID of a table.
-fn max_of(db: &mut Client, table: &str) -> i64 {
-    db.query_one(&format!("SELECT max(id) FROM {table}"), &[])
-        .unwrap()
-        .get(0)
-}
-
 /// A preloaded primary (with `settings`) with a table `t` keyed by `snowid_next(key_shard)` and
 /// shard `released` released, and its streaming standby, started.
 fn primary_and_standby(

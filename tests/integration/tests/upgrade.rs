@@ -1,6 +1,7 @@
-//! Upgrading from 0.1.0, 0.2.0, 0.3.0 and 0.4.0: the paths users take, and the release bookkeeping that
-//! makes them exist.
+//! Upgrading from 0.1.0 to 0.5.0: the paths users take, the WAL an earlier version left, and the
+//! release bookkeeping that makes them exist.
 
+use snowid_integration::fences::{assert_generates_above, assert_refuses, describe, start, STATE};
 use snowid_integration::Cluster;
 use std::collections::BTreeSet;
 use std::fs;
@@ -160,6 +161,107 @@ fn from_0_3_0_to_this_version_and_through_a_dump() {
 #[test]
 fn from_0_4_0_to_this_version_and_through_a_dump() {
     upgrade_from("0.4.0");
+}
+
+#[test]
+fn from_0_5_0_to_this_version_and_through_a_dump() {
+    upgrade_from("0.5.0");
+}
+
+/// A lease record as snowid 0.2.0 wrote it in the WAL (info 0x00): version 1, four zero bytes,
+/// then the epoch, the time base and the lease end, little-endian.
+fn lease_record_of_0_2_0(lease_end_unix_ms: i64) -> Vec<u8> {
+    let epoch = snowid_core::epoch::DEFAULT_EPOCH_UNIX_MS;
+    [
+        &1u32.to_le_bytes()[..],
+        &[0; 4],
+        &epoch.to_le_bytes(),
+        &(lease_end_unix_ms - 1501).to_le_bytes(),
+        &lease_end_unix_ms.to_le_bytes(),
+    ]
+    .concat()
+}
+
+/// Item 6. Guards against WAL of snowid 0.2.0 stopping recovery (0.5.0 no longer knew 0.2.0's
+/// record kind, and its redo raised an ERROR, which ends the startup process: a standby, a crash
+/// recovery or a restore through 0.2.0-era WAL could not run). A record of 0.2.0's lease (written
+/// by the test builds' hook) is replayed by a streaming standby, which then still answers, and by
+/// the crash recovery of a cluster left as 0.2.0 leaves it (its state in `snowid.state`, none in
+/// `global/9128`), which starts, refuses to generate until resumed, and then generates above
+/// its old IDs.
+#[test]
+fn wal_of_0_2_0_replays_and_its_cluster_is_fenced_until_resumed() {
+    let mut primary = Cluster::init();
+    primary.fake_wall_clock();
+    primary.set("shared_preload_libraries", "'snowid'");
+    start(&mut primary);
+    let mut db = primary.client();
+    db.batch_execute(
+        "CREATE EXTENSION snowid VERSION '0.2.0';
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
+         INSERT INTO t SELECT FROM generate_series(1, 1000);
+         CREATE FUNCTION snowid_test_wal_record(int, bytea) RETURNS bigint
+             LANGUAGE c AS 'snowid', 'snowid_test_wal_record_wrapper';
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let old_max: i64 = db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let mut standby = Cluster::base_backup_of(&primary, true);
+    start(&mut standby);
+    let lease_end = snowid_integration::now_unix_ms() + 5_000;
+    db.query_one(
+        "SELECT snowid_test_wal_record(0, $1)",
+        &[&lease_record_of_0_2_0(lease_end)],
+    )
+    .unwrap_or_else(|e| panic!("writing 0.2.0's record: {}", describe(&e)));
+    standby.wait_for_replay_of(&primary);
+    assert!(
+        standby
+            .log()
+            .contains("skipped a WAL record of snowid 0.2.0"),
+        "the standby names what it skipped:\n{}",
+        standby.log()
+    );
+    drop(standby);
+
+    // The cluster as 0.2.0 leaves it, stopped without a checkpoint after the record: its crash
+    // recovery replays the record.
+    drop(db);
+    primary.stop("immediate");
+    primary.leave_0_2_0_state(lease_end);
+    primary.set_wall_clock_offset("-10m");
+    primary
+        .start()
+        .unwrap_or_else(|log| panic!("crash recovery through 0.2.0's WAL:\n{log}"));
+    assert!(
+        primary
+            .log()
+            .contains("skipped a WAL record of snowid 0.2.0"),
+        "crash recovery replayed the record (written after the last checkpoint):\n{}",
+        primary.log()
+    );
+    assert!(!primary.pgdata().join(STATE).exists());
+    assert_refuses(&primary, 1, old_max, "0.2.0's state left behind");
+    let mut db = primary.client();
+    db.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
+    // 0.2.0 kept releases in memory only, and no database records any: the operator names none.
+    let err = db
+        .query("SELECT * FROM snowid_resume_above_columns()", &[])
+        .expect_err("the released shards are unknown");
+    assert_eq!(
+        err.as_db_error().map(|e| e.message()),
+        Some("snowid cannot tell which shards this cluster released"),
+        "{}",
+        describe(&err)
+    );
+    let rows = db
+        .query(
+            "SELECT * FROM snowid_resume_above_columns(released => '{}')",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("none released: {}", describe(&e)));
+    assert_eq!(rows.len(), 1);
+    assert_generates_above(&mut db, 1, old_max, "resumed");
 }
 
 /// Guards against a release whose version bump was forgotten somewhere: the extension's version

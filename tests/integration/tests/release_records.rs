@@ -1,0 +1,276 @@
+//! A release survives every route that re-creates snowid's state: a lost `global/9128`, a
+//! damaged block of it, and `pg_upgrade`. Each re-creates the state fenced, and holding no
+//! release; the hint's resume (`snowid_resume_above_columns()`) lifts the fence with what the
+//! databases record (`snowid_released_shards`), so the released shard stays refused, whatever
+//! `snowid.shards` says, across restarts, until `snowid_take_back`. Where no database knows which
+//! shards were released, the fence does not lift until a superuser names them.
+//!
+//! Every server's wall clock runs 10 minutes behind the IDs already issued when it starts again,
+//! so that a server that generates from its clock issues IDs below the old ones.
+
+use snowid_integration::fences::*;
+use snowid_integration::postgres::Client;
+use snowid_integration::{code, Cluster};
+
+/// Server A: `snowid.shards` names shard 7 explicitly, a table `t` keyed by shard 8 and `t7` by
+/// shard 7, shard 8 issued last, and shard 7 released. Returns A, the last ID
+/// `snowid_release(7)` returned, and t's highest ID.
+fn a_with_shard_7_released(a: Cluster) -> (Cluster, i64, i64) {
+    let mut a = a;
+    a.fake_wall_clock();
+    a.set("shared_preload_libraries", "'snowid'");
+    a.set("snowid.shards", "'0-8191'");
+    start(&mut a);
+    let mut db = a.client();
+    db.batch_execute(
+        "CREATE EXTENSION snowid;
+         CREATE TABLE t7 (id bigint PRIMARY KEY DEFAULT snowid_next(7));
+         INSERT INTO t7 SELECT FROM generate_series(1, 1000);
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(8));
+         INSERT INTO t SELECT FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    let last7: i64 = db
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap()
+        .get(0);
+    assert!(last7 >= max_of(&mut db, "t7"), "the release's last ID");
+    let a8_max = max_id(&mut db);
+    drop(db);
+    (a, last7, a8_max)
+}
+
+/// After the hint's resume: shard 7 stays released (at its last ID, which a release again
+/// returns), shard 8 generates above its old IDs, also after two restarts; then
+/// `snowid_take_back(7, ...)` takes it back above its other owner's last ID.
+fn assert_released_until_taken_back(cluster: &mut Cluster, last7: i64, a8_max: i64, when: &str) {
+    for round in 0..=2 {
+        if round > 0 {
+            restart(cluster, "fast");
+        }
+        let when = format!("{when}, restart {round}");
+        let mut db = cluster.client();
+        assert_released(&mut db, 7, &when);
+        assert_generates_above(&mut db, 8, a8_max, &when);
+    }
+    let mut db = cluster.client();
+    let again: i64 = db
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        again >= last7,
+        "{when}: a release again returned {again}, below the recorded last ID {last7}"
+    );
+    let theirs: i64 = db
+        .query_one(
+            "SELECT snowid_from_timestamp(snowid_timestamp($1::bigint) + interval '1 second', 7, 0)",
+            &[&last7],
+        )
+        .unwrap()
+        .get(0);
+    db.query_one("SELECT snowid_take_back(7, $1)", &[&theirs])
+        .unwrap_or_else(|e| panic!("{when}: take back: {}", describe(&e)));
+    assert_generates_above(&mut db, 7, theirs, &format!("{when}, taken back"));
+}
+
+/// The hint's resume, after which the state's re-creation is behind the cluster: it lists `t`
+/// and `t7` in `postgres`.
+fn resume_with_both_tables(db: &mut Client, a8_max: i64) {
+    let rows = resume_rows(db);
+    assert!(
+        rows.contains(&key_column("postgres", "public.t", a8_max)),
+        "{rows:?}"
+    );
+    assert_eq!(rows.len(), 2, "t and t7: {rows:?}");
+}
+
+/// Row 1. Guards against a release lost with the state (0.5.0: after `global/9128` was deleted
+/// and the hint's resume ran, `snowid_next(7)` generated, on a server that had handed shard 7 to
+/// another).
+#[test]
+fn a_release_survives_a_deleted_state() {
+    let (mut a, last7, a8_max) = a_with_shard_7_released(Cluster::init());
+    a.stop("fast");
+    damage(&a, Damage::Deleted);
+    a.set_wall_clock_offset(BEHIND);
+    start(&mut a);
+    assert_refuses(&a, 8, a8_max, "the state deleted");
+    resume_with_both_tables(&mut a.client(), a8_max);
+    assert_released_until_taken_back(&mut a, last7, a8_max, "the state deleted");
+}
+
+/// Row 3. Guards against a release lost with a damaged page (0.5.0: one byte of block 0 flipped
+/// while stopped fenced the state as unreadable, and after the hint's resume shard 7
+/// generated).
+#[test]
+fn a_release_survives_a_damaged_state_page() {
+    let (mut a, last7, a8_max) = a_with_shard_7_released(Cluster::init());
+    a.stop("fast");
+    damage(&a, Damage::Block0ByteFlipped);
+    a.set_wall_clock_offset(BEHIND);
+    start(&mut a);
+    assert_refuses(&a, 8, a8_max, "a byte of block 0 flipped");
+    resume_with_both_tables(&mut a.client(), a8_max);
+    assert_released_until_taken_back(&mut a, last7, a8_max, "a damaged page");
+}
+
+/// Row 2. Guards against a release lost with `pg_upgrade`, which carries no state (0.5.0: the
+/// new cluster, with default settings, generated shard 7 after the hint's resume).
+#[test]
+fn a_release_survives_pg_upgrade() {
+    if !has_pg_upgrade("a_release_survives_pg_upgrade") {
+        return;
+    }
+    let (mut old, last7, a8_max) = a_with_shard_7_released(Cluster::init());
+    old.stop("fast");
+    let mut new = Cluster::init();
+    new.set("shared_preload_libraries", "'snowid'");
+    new.fake_wall_clock();
+    new.set_wall_clock_offset(BEHIND);
+    new.pg_upgrade_from(&old, false);
+    start(&mut new);
+    assert_refuses(&new, 8, a8_max, "the upgraded cluster");
+    resume_with_both_tables(&mut new.client(), a8_max);
+    assert_released_until_taken_back(&mut new, last7, a8_max, "after pg_upgrade");
+}
+
+/// Guards against a release recorded only where it was made: every database where snowid is
+/// installed records it, so a database dropped before the state is lost takes nothing with it;
+/// a database that installs snowid later records the releases at install; and one that installs
+/// it while the cluster is fenced knows nothing, and counts for nothing.
+#[test]
+fn every_database_records_a_release() {
+    let mut a = cluster_with_rows(8, 1000);
+    let a8_max = max_id(&mut a.client());
+    a.client().batch_execute("CREATE DATABASE first").unwrap();
+    let mut first = a.client_of("first");
+    first.batch_execute("CREATE EXTENSION snowid").unwrap();
+    let last7: i64 = first
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap()
+        .get(0);
+    a.client().batch_execute("CREATE DATABASE other").unwrap();
+    let mut other = a.client_of("other");
+    other.batch_execute("CREATE EXTENSION snowid").unwrap();
+    let recorded: Vec<i32> = other
+        .query_one("SELECT shards FROM snowid_released_shards", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        recorded,
+        vec![7],
+        "a new database records the releases at install"
+    );
+    let last9: i64 = first
+        .query_one("SELECT snowid_release(9)", &[])
+        .unwrap()
+        .get(0);
+    drop(first);
+    for database in ["postgres", "other"] {
+        let row = a
+            .client_of(database)
+            .query_one("SELECT shards, last_ids FROM snowid_released_shards", &[])
+            .unwrap();
+        let listed: (Vec<i32>, Vec<i64>) = (row.get(0), row.get(1));
+        assert_eq!(listed, (vec![7, 9], vec![last7, last9]), "{database}");
+    }
+    drop(other);
+    a.client().batch_execute("DROP DATABASE first").unwrap();
+    a.stop("fast");
+    damage(&a, Damage::Deleted);
+    a.set_wall_clock_offset(BEHIND);
+    start(&mut a);
+    // A database that installs snowid now, while fenced, knows no release.
+    a.client().batch_execute("CREATE DATABASE late").unwrap();
+    let mut late = a.client_of("late");
+    late.batch_execute("CREATE EXTENSION snowid").unwrap();
+    let rows: i64 = late
+        .query_one("SELECT count(*) FROM snowid_released_shards", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "installed while fenced: no record");
+    resume(&mut a.client(), a8_max);
+    let mut db = a.client();
+    for shard in [7, 9] {
+        assert_released(&mut db, shard, "after the resume");
+        assert_released(&mut late, shard, "after the resume, in the late database");
+    }
+    assert_generates_above(&mut db, 8, a8_max, "after the resume");
+    let recorded: Vec<i32> = late
+        .query_one("SELECT shards FROM snowid_released_shards", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        recorded,
+        vec![7, 9],
+        "the resume records them in every database again"
+    );
+}
+
+/// Guards against a fence lifted with the released shards unknown: a cluster whose databases
+/// run 0.5.0's SQL keep no record, and after a lost state no database knows what was released.
+/// The hint's resume refuses (55000, saying how to name them), also after the update to this
+/// version's SQL while fenced; naming the shards lifts the fence with them released; naming
+/// them on a server that is not fenced is refused.
+#[test]
+fn a_fence_does_not_lift_until_unknown_releases_are_named() {
+    let mut cluster = Cluster::init();
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    start(&mut cluster);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE EXTENSION snowid VERSION '0.5.0';
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(8));
+         INSERT INTO t SELECT FROM generate_series(1, 1000);
+         SELECT snowid_release(7);",
+    )
+    .unwrap();
+    let old_max = max_id(&mut db);
+    drop(db);
+    cluster.stop("fast");
+    damage(&cluster, Damage::Deleted);
+    cluster.set_wall_clock_offset(BEHIND);
+    start(&mut cluster);
+    let mut db = cluster.client();
+    for when in ["on 0.5.0's SQL", "updated while fenced"] {
+        let err = db
+            .query("SELECT * FROM snowid_resume_above_columns()", &[])
+            .expect_err("the released shards are unknown");
+        assert_eq!(code(&err), "55000", "{when}: {}", describe(&err));
+        let e = err.as_db_error().unwrap();
+        assert_eq!(
+            e.message(),
+            "snowid cannot tell which shards this cluster released",
+            "{when}"
+        );
+        assert!(
+            e.hint().unwrap_or("").contains("released =>"),
+            "{when}: the hint says how to name them: {}",
+            describe(&err)
+        );
+        assert_refuses(&cluster, 8, old_max, when);
+        db.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
+    }
+    let rows = db
+        .query(
+            "SELECT * FROM snowid_resume_above_columns(released => '{7}')",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("named: {}", describe(&e)));
+    assert_eq!(rows.len(), 1);
+    assert_released(&mut db, 7, "named");
+    assert_generates_above(&mut db, 8, old_max, "named");
+    restart(&mut cluster, "fast");
+    let mut db = cluster.client();
+    assert_released(&mut db, 7, "named, after a restart");
+    let err = db
+        .query(
+            "SELECT * FROM snowid_resume_above_columns(released => '{9}')",
+            &[],
+        )
+        .expect_err("not fenced: a release names itself");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    assert_generates_above(&mut db, 9, old_max, "shard 9 was not released");
+}

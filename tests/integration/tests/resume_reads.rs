@@ -1,0 +1,236 @@
+//! What the resume that lifts a fence reads, and where it refuses rather than lift a fence below
+//! keys it could not see: every column whose default calls `snowid_next` inside any expression
+//! (text keys from `snowid_text(snowid_next(5))` included), every column of a domain whose
+//! default calls it, but not rows of prepared transactions (it refuses while there are any),
+//! not values that are not IDs (it refuses, naming the column), and not a key dated far ahead
+//! of the clock (it refuses, naming it, unless that key is given by number).
+//!
+//! Every server's wall clock runs 10 minutes behind the IDs already issued when it starts again,
+//! so that a server that generates from its clock issues IDs below the old ones.
+
+use snowid_integration::fences::*;
+use snowid_integration::postgres::Client;
+use snowid_integration::{code, Cluster};
+
+/// The state deleted while stopped, the clock set 10 minutes behind, started: fenced.
+fn lose_the_state(cluster: &mut Cluster, shard: i32, old_max: i64) {
+    cluster.stop("fast");
+    damage(cluster, Damage::Deleted);
+    cluster.set_wall_clock_offset(BEHIND);
+    start(cluster);
+    assert_refuses(cluster, shard, old_max, "the state lost");
+}
+
+/// The highest key of a text column, as an ID.
+fn max_text_key(db: &mut Client, table: &str) -> i64 {
+    db.query_one(&format!("SELECT max(k)::bigint FROM {table}"), &[])
+        .unwrap()
+        .get(0)
+}
+
+/// Row 4. Guards against keys stored as text going unseen (0.5.0 read `bigint` columns only:
+/// after the hint's resume, which found one column, 1,000 of 1,000 new keys were at or below
+/// the text keys written a second after the bigint ones). A domain over `bigint` whose default
+/// calls `snowid_next`, with no default on the column, is read too.
+#[test]
+fn the_resume_reads_text_keys_and_domains() {
+    let mut cluster = cluster_with_rows(5, 1000);
+    let mut db = cluster.client();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    db.batch_execute(
+        "CREATE TABLE tk (k text PRIMARY KEY DEFAULT snowid_text(snowid_next(5)));
+         INSERT INTO tk SELECT FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    let text_max = max_text_key(&mut db, "tk");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    db.batch_execute(
+        "CREATE DOMAIN sid AS bigint DEFAULT snowid_next(6);
+         CREATE TABLE td (id sid PRIMARY KEY, note text);
+         INSERT INTO td (note) SELECT 'x' FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    let domain_max = max_of(&mut db, "td");
+    assert!(domain_max > text_max && text_max > max_id(&mut db));
+    drop(db);
+    lose_the_state(&mut cluster, 5, text_max);
+    let mut db = cluster.client();
+    assert_clock_behind(&mut db, text_max);
+    let rows = resume_rows(&mut db);
+    for expected in [
+        (
+            "postgres".to_string(),
+            Some("public.tk".to_string()),
+            Some("k".to_string()),
+            Some(text_max),
+        ),
+        key_column("postgres", "public.td", domain_max),
+    ] {
+        assert!(rows.contains(&expected), "{expected:?} not in {rows:?}");
+    }
+    assert_generates_above(&mut db, 5, domain_max, "after the resume");
+    db.batch_execute("INSERT INTO tk SELECT FROM generate_series(1, 1000)")
+        .unwrap();
+    let below: i64 = db
+        .query_one(
+            "SELECT count(*) FROM tk WHERE k::bigint <= $1 AND k::bigint > $2",
+            &[&text_max, &0i64],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        below, 1000,
+        "the 1,000 old text keys, and no new one below them"
+    );
+}
+
+/// Guards against a resume that lifts a fence below keys it cannot read: a text column whose
+/// default wraps the ID in more than digits. The resume refuses (55000), naming the column;
+/// nothing changes; the ID given by number resumes.
+#[test]
+fn the_resume_refuses_keys_it_cannot_read() {
+    let mut cluster = cluster_with_rows(5, 10);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE TABLE orders (k text PRIMARY KEY DEFAULT 'order-' || snowid_next(5));
+         INSERT INTO orders SELECT FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    let hidden: i64 = db
+        .query_one("SELECT max(substr(k, 7)::bigint) FROM orders", &[])
+        .unwrap()
+        .get(0);
+    drop(db);
+    lose_the_state(&mut cluster, 5, hidden);
+    let mut db = cluster.client();
+    let err = db
+        .query("SELECT * FROM snowid_resume_above_columns()", &[])
+        .expect_err("values that are not IDs");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    let e = err.as_db_error().unwrap();
+    assert!(
+        e.detail().unwrap_or("").contains("public.orders.k"),
+        "the column is named: {}",
+        describe(&err)
+    );
+    assert_refuses(&cluster, 5, hidden, "after the refusal");
+    let err = db
+        .query_one("SELECT snowid_resume_above($1)", &[&hidden])
+        .expect_err("a fenced server's resume reads every database, and refuses too");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    db.batch_execute("ALTER TABLE orders ALTER k SET DEFAULT 'order-' || snowid_text(1)")
+        .unwrap();
+    db.query_one("SELECT snowid_resume_above($1)", &[&hidden])
+        .unwrap_or_else(|e| panic!("by number, once the column is no key: {}", describe(&e)));
+    assert_generates_above(&mut db, 5, hidden, "resumed by number");
+}
+
+/// Row 5. Guards against rows of a prepared transaction, invisible to every survey (0.5.0: after
+/// the hint's resume and `COMMIT PREPARED`, 1,000 of 1,000 new IDs were at or below the prepared
+/// ones). The resume refuses while the transaction is prepared, naming it; once committed, the
+/// resume reads its rows and every new ID is above them.
+#[test]
+fn the_resume_refuses_while_a_transaction_is_prepared() {
+    let mut cluster = Cluster::init();
+    cluster.set("max_prepared_transactions", "5");
+    cluster.fake_wall_clock();
+    cluster.set("shared_preload_libraries", "'snowid'");
+    start(&mut cluster);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE EXTENSION snowid;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(5));
+         INSERT INTO t SELECT FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    db.batch_execute(
+        "BEGIN;
+         INSERT INTO t SELECT FROM generate_series(1, 1000);
+         PREPARE TRANSACTION 'held';",
+    )
+    .unwrap();
+    let visible_max = max_id(&mut db);
+    drop(db);
+    lose_the_state(&mut cluster, 5, visible_max);
+    let mut db = cluster.client();
+    let err = db
+        .query("SELECT * FROM snowid_resume_above_columns()", &[])
+        .expect_err("a prepared transaction");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    let e = err.as_db_error().unwrap();
+    assert_eq!(
+        e.message(),
+        "snowid cannot resume while transactions are prepared"
+    );
+    assert!(
+        e.detail().unwrap_or("").contains("'held'"),
+        "the transaction is named: {}",
+        describe(&err)
+    );
+    assert_refuses(&cluster, 5, visible_max, "after the refusal");
+    db.batch_execute("COMMIT PREPARED 'held'").unwrap();
+    let prepared_max = max_id(&mut db);
+    assert!(prepared_max > visible_max);
+    assert_clock_behind(&mut db, prepared_max);
+    resume(&mut db, prepared_max);
+    assert_generates_above(&mut db, 5, prepared_max, "after the resume");
+}
+
+/// Item 7. Guards against a key planted far ahead re-dating the cluster (0.5.0: a database owner,
+/// no superuser, installed snowid and stored a key dated 23 hours ahead; after a lost state the
+/// hint's resume moved every shard's time base 23 hours ahead, and nothing said why). The
+/// resume refuses, naming the database, table, column and key; the superuser who decides the
+/// key is genuine resumes above it by number.
+#[test]
+fn a_key_dated_far_ahead_is_named_and_needs_a_superuser_to_decide() {
+    let mut cluster = cluster_with_rows(5, 100);
+    let old_max = max_id(&mut cluster.client());
+    let mut db = cluster.client();
+    db.batch_execute("CREATE ROLE owner LOGIN").unwrap();
+    db.batch_execute("CREATE DATABASE owned OWNER owner")
+        .unwrap();
+    drop(db);
+    let mut owned = snowid_integration::postgres::Config::new()
+        .host("127.0.0.1")
+        .port(cluster.port)
+        .user("owner")
+        .dbname("owned")
+        .connect(snowid_integration::postgres::NoTls)
+        .unwrap();
+    owned
+        .batch_execute(
+            "CREATE EXTENSION snowid;
+             CREATE TABLE planted (id bigint PRIMARY KEY DEFAULT snowid_next(5));
+             INSERT INTO planted VALUES (snowid_from_timestamp(now() + interval '23 hours', 5));",
+        )
+        .unwrap();
+    let planted = max_of(&mut owned, "planted");
+    drop(owned);
+    lose_the_state(&mut cluster, 5, old_max);
+    let mut db = cluster.client();
+    let err = db
+        .query("SELECT * FROM snowid_resume_above_columns()", &[])
+        .expect_err("a key 23 hours ahead");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    let e = err.as_db_error().unwrap();
+    assert!(e.message().contains("hours ahead"), "{}", describe(&err));
+    let detail = e.detail().unwrap_or("");
+    assert!(
+        detail.contains("public.planted.id")
+            && detail.contains("\"owned\"")
+            && detail.contains(&planted.to_string()),
+        "the key and where it is: {}",
+        describe(&err)
+    );
+    assert!(
+        e.hint()
+            .unwrap_or("")
+            .contains(&format!("snowid_resume_above({planted})")),
+        "{}",
+        describe(&err)
+    );
+    assert_refuses(&cluster, 5, old_max, "after the refusal");
+    db.query_one("SELECT snowid_resume_above($1)", &[&planted])
+        .unwrap_or_else(|e| panic!("by number: {}", describe(&e)));
+    assert_generates_above(&mut db, 5, planted, "the superuser decided");
+}
