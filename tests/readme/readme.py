@@ -1,16 +1,19 @@
-"""The README as tests: its SQL runs as written, and its client snippets are the client tests' code.
+"""The README and docs/ as tests: their SQL runs as written, and their client snippets are the
+client tests' code.
 
-    python3 readme.py sql README.md > all.sql     every ```sql block, in order, as one psql script
-    python3 readme.py snippets README.md ROOT     check every quoted snippet against its source
+    python3 readme.py sql FILE > file.sql          every ```sql block of FILE, in order, as one psql
+                                                   script that echoes "FILE line N" before each
+    python3 readme.py snippets ROOT FILE...        check every quoted snippet of the FILEs against
+                                                   its source; fails if none of them quotes any
 
 A block preceded by the line `<!-- illustration -->` is not run (it needs several servers, say).
 A block preceded by `<!-- needs EXTENSION -->` runs only when the server has that extension
-available in one of the major versions the README is written for (see NEEDS), and one preceded by
+available in one of the major versions the docs are written for (see NEEDS), and one preceded by
 `<!-- needs EXTENSION MAJOR -->` only when it has that major version of it (pg_partman's 4.x and
-5.x APIs differ). When the extension is missing, or in a version the README is not written for,
-the script prints, once per extension, a line `readme: EXTENSION blocks: not run: WHY`, which
-tests/readme/run reports; the blocks for another major version than the installed one are left out
-with a line `readme: EXTENSION N.x blocks: for another version: WHY`.
+5.x APIs differ). When the extension is missing, or in a version the docs are not written for,
+the script prints, once per extension and file, a line `readme: FILE: EXTENSION blocks: not run:
+WHY`, which tests/readme/run reports; the blocks for another major version than the installed one
+are left out with a line `readme: FILE: EXTENSION N.x blocks: for another version: WHY`.
 A block preceded by `<!-- snippet: PATH#NAME -->` must equal the region of PATH (relative to
 ROOT) between the comment lines `snippet: NAME` and `end snippet`, ignoring common indentation.
 """
@@ -24,7 +27,7 @@ MARK = re.compile(
     r"^\s*<!--\s*(illustration|snippet:\s*(\S+)|needs\s+(\w+)(?:\s+(\d+))?)\s*-->\s*$"
 )
 
-# For each extension a block may need: the major versions the README's blocks are written for
+# For each extension a block may need: the major versions the docs' blocks are written for
 # (pg_partman 4.x, Debian 12's, and 5.x, whose APIs differ).
 NEEDS = {"pg_partman": (4, 5)}
 
@@ -54,13 +57,13 @@ def blocks(path):
         i += 1
 
 
-def needs_check(ext):
+def needs_check(doc, ext):
     """psql lines that set :needs_EXT to whether the server has EXT available in a major version
-    the README is written for, and :needs_EXT_N to whether it has major version N; they print
-    the not-run line when it has none of them, and a line for each major version whose blocks are
+    the docs are written for, and :needs_EXT_N to whether it has major version N; they print the
+    not-run line when it has none of them, and a line for each major version whose blocks are
     left out."""
     if ext not in NEEDS:
-        raise SystemExit(f"README.md: no requirement known for <!-- needs {ext} --> (see NEEDS)")
+        raise SystemExit(f"{doc}: no requirement known for <!-- needs {ext} --> (see NEEDS)")
     var = f"needs_{ext}"
     majors = NEEDS[ext]
     written_for = " and ".join(f"{m}.x" for m in majors)
@@ -73,7 +76,7 @@ def needs_check(ext):
         f"SELECT coalesce(bool_or(split_part(default_version, '.', 1) IN ({listed})), false) AS {var},\n"
         f"{columns}"
         f"       coalesce('{ext} ' || max(default_version) || ' is installed into PostgreSQL '\n"
-        f"                || current_setting('server_version') || ', and the README is written for {written_for}',\n"
+        f"                || current_setting('server_version') || ', and {doc} is written for {written_for}',\n"
         f"                '{ext} is not installed into PostgreSQL ' || current_setting('server_version')) AS {var}_why,\n"
         f"       coalesce(max(default_version), '') AS {var}_version\n"
         f"FROM pg_available_extensions WHERE name = '{ext}' \\gset\n"
@@ -83,26 +86,26 @@ def needs_check(ext):
         lines.append(
             f"\\if :{var}_{m}\n"
             f"\\else\n"
-            f"\\echo 'readme: {ext} {m}.x blocks: for another version: {ext}' :{var}_version 'is installed'\n"
+            f"\\echo 'readme: {doc}: {ext} {m}.x blocks: for another version: {ext}' :{var}_version 'is installed'\n"
             f"\\endif\n"
         )
-    lines.append(f"\\else\n\\echo 'readme: {ext} blocks: not run:' :{var}_why\n\\endif\n")
+    lines.append(f"\\else\n\\echo 'readme: {doc}: {ext} blocks: not run:' :{var}_why\n\\endif\n")
     return "".join(lines)
 
 
-def sql(readme):
+def sql(doc):
     out, checked = [], set()
-    for lang, marker, line, text in blocks(readme):
+    for lang, marker, line, text in blocks(doc):
         if lang != "sql" or marker == "illustration":
             continue
-        block = f"\\echo README.md line {line}\n{text}\n"
+        block = f"\\echo {doc} line {line}\n{text}\n"
         if isinstance(marker, tuple):
             _, ext, major = marker
             if ext not in checked:
-                out.append(needs_check(ext))
+                out.append(needs_check(doc, ext))
                 checked.add(ext)
             if major is not None and int(major) not in NEEDS[ext]:
-                raise SystemExit(f"README.md line {line}: {ext} {major}.x is not in NEEDS")
+                raise SystemExit(f"{doc} line {line}: {ext} {major}.x is not in NEEDS")
             var = f"needs_{ext}_{major}" if major else f"needs_{ext}"
             block = f"\\if :{var}\n{block}\\endif\n"
         out.append(block)
@@ -123,20 +126,25 @@ def region(path, name):
     raise SystemExit(f"{path}: no snippet named {name}")
 
 
-def snippets(readme, root):
-    checked, failures = 0, 0
-    for lang, marker, line, text in blocks(readme):
-        if not marker or marker == "illustration" or isinstance(marker, tuple):
-            continue
-        path, name = marker.split("#", 1)
-        want = region(f"{root}/{path}", name)
-        if textwrap.dedent(text).strip("\n") != want:
-            failures += 1
-            print(f"README.md line {line}: differs from {path}#{name}:\n--- README\n{text}\n--- {path}\n{want}")
-        checked += 1
-    print(f"{checked} snippets checked, {failures} differ")
-    sys.exit(1 if failures or not checked else 0)
+def snippets(root, docs):
+    total, failures = 0, 0
+    for doc in docs:
+        checked = 0
+        for lang, marker, line, text in blocks(doc):
+            if not marker or marker == "illustration" or isinstance(marker, tuple):
+                continue
+            path, name = marker.split("#", 1)
+            want = region(f"{root}/{path}", name)
+            if textwrap.dedent(text).strip("\n") != want:
+                failures += 1
+                print(f"{doc} line {line}: differs from {path}#{name}:\n--- {doc}\n{text}\n--- {path}\n{want}")
+            checked += 1
+        if checked:
+            print(f"{doc}: {checked} snippets checked")
+        total += checked
+    print(f"{total} snippets checked, {failures} differ")
+    sys.exit(1 if failures or not total else 0)
 
 
 if __name__ == "__main__":
-    {"sql": lambda: sql(sys.argv[2]), "snippets": lambda: snippets(sys.argv[2], sys.argv[3])}[sys.argv[1]]()
+    {"sql": lambda: sql(sys.argv[2]), "snippets": lambda: snippets(sys.argv[2], sys.argv[3:])}[sys.argv[1]]()

@@ -1,4 +1,4 @@
-"""snowid_shard_for computed in Python, without the server: the README's claim that any language
+"""snowid_shard_for computed in Python, without the server: docs/guide.md's claim that any language
 can compute a key's shard. 1,000 keys (text with accents, CJK and emoji among them, negative and
 large numbers, UUIDs) must give the server's shard for each, in a UTF8 database and in a LATIN1
 one (where the server converts the text back to UTF-8 before hashing)."""

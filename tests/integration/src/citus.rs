@@ -7,7 +7,7 @@
 //! [`missing_citus`]). Tests call [`skip_without_citus!`](crate::skip_without_citus) first, which
 //! returns (passing) with a plain reason, listed in the run's summary, when there is none. Where
 //! Citus is installed, they run and must pass. Tested by hand with Citus 13.2.2 on PostgreSQL 15
-//! and 16, and 14.0.1 on 18 (see the README, "Running on Citus").
+//! and 16, and 14.0.1 on 18 (see docs/operations.md, "Running on Citus").
 //!
 //! # What a loopback Citus cluster needs
 //!
@@ -75,7 +75,7 @@ pub fn missing_citus() -> Option<String> {
     Some(format!(
         "Citus is not installed for PostgreSQL {} (no {}); no package registry here has it, so \
          these tests run only where Citus was installed from Citus's own packages or by hand \
-         (see the README, \"Running on Citus\")",
+         (see docs/operations.md, \"Running on Citus\")",
         crate::major().split('.').next().unwrap_or_default(),
         control.display()
     ))

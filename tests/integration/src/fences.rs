@@ -310,9 +310,10 @@ pub fn assert_release_refused(a: &Cluster, a_max: i64, when: &str) {
     }
 }
 
-/// The README's hand-off of `shard`, once A knows its IDs again: `snowid_release(shard)` on A
-/// returns an ID at or above every one of A's IDs for it (`a_max` the highest), and B, its clock
-/// 10 minutes behind, resumes above it and issues IDs for it above all of A's.
+/// The hand-off of `shard` that docs/operations.md gives, once A knows its IDs again:
+/// `snowid_release(shard)` on A returns an ID at or above every one of A's IDs for it (`a_max` the
+/// highest), and B, its clock 10 minutes behind, resumes above it and issues IDs for it above all
+/// of A's.
 pub fn hand_off(a: &Cluster, shard: i32, a_max: i64) {
     let last: i64 = a
         .client()

@@ -569,10 +569,11 @@ fn shard_arguments_of_every_integer_type_from_a_client() {
 /// Guards against a handed-off shard coming back on the old owner's standby. 0.2.0 kept a
 /// release in memory, and the changed `snowid.shards` in the old owner's configuration, and
 /// neither reaches a standby: its promoted standby issued 180,217 of 200,000 IDs equal to the new
-/// owner's. Here A owns 0-9 and streams to its standby A2; shard 7 is handed from A to B as the
-/// README says (release on A, resume on B, 7 added to B's shards and removed from A's). A fails
-/// and A2 is promoted with its configuration still listing 7: it refuses 7 (55000) while its
-/// other shards generate, also after a restart; B's IDs for 7 are all above A's last one.
+/// owner's. Here A owns 0-9 and streams to its standby A2; shard 7 is handed from A to B as
+/// docs/operations.md says (release on A, resume on B, 7 added to B's shards and removed from
+/// A's). A fails and A2 is promoted with its configuration still listing 7: it refuses 7 (55000)
+/// while its other shards generate, also after a restart; B's IDs for 7 are all above A's last
+/// one.
 #[test]
 fn a_release_reaches_the_old_owners_standby_and_outlives_its_promotion() {
     let mut a = Cluster::preloaded(&[("snowid.shards", "'0-9'")]);

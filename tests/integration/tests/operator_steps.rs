@@ -88,7 +88,7 @@ fn a_release_after_the_hints_resume_returns_an_id_above_the_shards_own() {
     }
 }
 
-/// Row 2. Guards against the same after `pg_upgrade` resumed by the README's other route, a
+/// Row 2. Guards against the same after `pg_upgrade` resumed by the operations docs' other route, a
 /// number read on the old cluster (`snowid_from_timestamp(high_water_mark, 8191, 1023)`) passed
 /// to `snowid_resume_above` (0.4.0: `snowid_release(7)` then returned 7168): the release returns
 /// an ID at or above the old cluster's shard-7 IDs, and B issues above them.
@@ -291,8 +291,8 @@ fn a_resume_in_one_database_lifts_the_fence_above_every_database() {
     }
 }
 
-/// Row 6. Guards against the README's statement for a promoted server taking back a shard that
-/// was handed off (0.4.0: `snowid_resume_above(snowid_from_timestamp(now() + interval '3
+/// Row 6. Guards against the operations docs' statement for a promoted server taking back a shard
+/// that was handed off (0.4.0: `snowid_resume_above(snowid_from_timestamp(now() + interval '3
 /// seconds', 8191, 1023))` took shard 8191 back, and the server generated for it while its new
 /// owner did too). Shard 8191 is released on the primary, whose `snowid.shards` still lists it;
 /// the statement is run there, and on its standby once promoted: 8191 stays released through
@@ -492,12 +492,12 @@ fn a_lost_state_is_fenced_after_the_database_with_the_keys_was_dropped() {
     assert_generates_above(&mut cluster.client(), 1, old_max, "after a restart");
 }
 
-/// Item 9, uninstalling as the README says: `DROP EXTENSION` in every database, `CHECKPOINT`,
-/// snowid out of `shared_preload_libraries`, restart. Guards against a server that cannot
-/// recover once snowid is gone: after those steps, a backend crash and an immediate stop both
-/// recover. Without the `CHECKPOINT`, an immediate stop leaves snowid's records (a release after
-/// the last checkpoint) to replay, and the server refuses to start, naming the resource manager
-/// (why the step is there).
+/// Item 9, uninstalling as docs/operations.md says: `DROP EXTENSION` in every database,
+/// `CHECKPOINT`, snowid out of `shared_preload_libraries`, restart. Guards against a server that
+/// cannot recover once snowid is gone: after those steps, a backend crash and an immediate stop
+/// both recover. Without the `CHECKPOINT`, an immediate stop leaves snowid's records (a release
+/// after the last checkpoint) to replay, and the server refuses to start, naming the resource
+/// manager (why the step is there).
 #[test]
 fn uninstalling_as_the_readme_says_survives_a_crash() {
     for with_checkpoint in [true, false] {

@@ -602,7 +602,7 @@ fn retention_drops_day_partitions_older_than_n_days_of_ids() {
     ));
 }
 
-/// Guards against the recovery the README gives for a quiet spell longer than `premake` days
+/// Guards against the recovery docs/guide.md gives for a quiet spell longer than `premake` days
 /// failing, or the spell itself losing rows: with `premake` 2, the server's clock moves five
 /// days on, past the last premade day. Rows inserted then by the default must not be lost:
 /// they land in the default partition. `run_maintenance` makes no partition for their day: 5.x
