@@ -219,7 +219,7 @@ pub fn transactions_prepared(transactions: &[String]) -> ! {
         "snowid cannot resume while transactions are prepared".into(),
         Some(detail_line(&format!(
             "The rows of a prepared transaction are invisible until it commits, so a resume \
-             could not see the snowid keys they hold; nothing was changed. Prepared: {}.",
+             could not see the snowid keys they hold; nothing was changed. Prepared: {}",
             transactions.join("; ")
         ))),
         Some(
@@ -244,7 +244,7 @@ pub fn keys_unreadable(columns: &[(String, String, String, i64)]) -> ! {
         Some(detail_line(&format!(
             "A resume reads a key column that is not bigint through its text, which must be an \
              ID in decimal digits (as snowid_text writes it); these hold other values, so how \
-             high their keys go is unknown, and nothing was changed: {}.",
+             high their keys go is unknown, and nothing was changed: {}",
             list.join(", ")
         ))),
         Some(
@@ -278,18 +278,14 @@ pub fn key_far_ahead(database: &str, table: &str, column: &str, key: i64, ahead_
 }
 
 #[track_caller]
-pub fn releases_unknown(databases: &[(String, String)]) -> ! {
-    let list: Vec<String> = databases
-        .iter()
-        .map(|(database, why)| format!("\"{database}\": {why}"))
-        .collect();
+pub fn releases_unknown(list: &[String]) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowid cannot tell which shards this cluster released".into(),
         Some(detail_line(&format!(
-            "The state was re-created, so it holds no release, and no database records the \
+            "The state was re-created, so it holds no release, and nothing else records the \
              released shards; lifting the fence could issue IDs for a shard handed to another \
-             server. Nothing was changed. {}.",
+             server. Nothing was changed ({})",
             list.join("; ")
         ))),
         Some(
@@ -332,7 +328,7 @@ pub fn release_not_recorded(
             "The release is durable, at last ID {last_id}: no statement here, nor on a server \
              that replays this one's WAL, issues another ID for shard {shard}, and ROLLBACK does \
              not undo that. What each database records is what keeps the release through a lost \
-             state or pg_upgrade. Database \"{database}\": {reason}."
+             state or pg_upgrade. Database \"{database}\": {reason}"
         ))),
         Some(format!(
             "Once that database can be written, run SELECT snowid_release({shard}); again: it \
@@ -349,7 +345,7 @@ pub fn records_not_writable(database: &str, sqlstate: &str, reason: &str) -> ! {
         Some(detail_line(&format!(
             "A release is recorded in every database where snowid is installed, which is what \
              keeps it through a lost state or pg_upgrade; nothing was released. Database \
-             \"{database}\": {reason}."
+             \"{database}\": {reason}"
         ))),
         Some("Fix the cause, then run the release again.".into()),
     )

@@ -712,6 +712,46 @@ pub fn last_ids_from_bytes(bytes: &[u8], ids: &mut [i64]) -> Result<(), Damage> 
     Ok(())
 }
 
+/// What the cluster's witness page (`global/9129`) holds: its text, which alone proves that the
+/// cluster had the state, and, once written with them, the shards the cluster released (a mark,
+/// the released shards as a bitmap, and a checksum of all of it). The witness outlives every
+/// database and a lost `global/9128`, so a fence lifts with the releases it lists.
+pub const WITNESS_TEXT: &[u8] = b"snowid witness: this cluster has had snowid's state";
+const RELEASED_MARK: u32 = u32::from_le_bytes(*b"rlsd");
+/// The size of a witness page's contents with the released shards.
+pub const WITNESS_LEN: usize = WITNESS_TEXT.len() + 4 + 8 * (SHARD_COUNT / 64) + 8;
+
+/// The witness page's contents: the text, and the released shards where they are known.
+pub fn witness_to_bytes(released: Option<&ShardSet>) -> Vec<u8> {
+    let mut out = WITNESS_TEXT.to_vec();
+    let Some(released) = released else {
+        return out;
+    };
+    out.extend(RELEASED_MARK.to_le_bytes());
+    for word in released.words() {
+        out.extend(word.to_le_bytes());
+    }
+    let sum = fnv1a(&out);
+    out.extend(sum.to_le_bytes());
+    out
+}
+
+/// The released shards a witness page's contents list, if it lists them whole: `None` for a
+/// witness written before 0.6.0, or while the state was fenced, or damaged.
+pub fn witness_released(bytes: &[u8]) -> Option<ShardSet> {
+    let bytes = bytes.get(..WITNESS_LEN)?;
+    let at = WITNESS_TEXT.len();
+    if &bytes[..at] != WITNESS_TEXT || u32_at(bytes, at) != RELEASED_MARK {
+        return None;
+    }
+    if i64_at(bytes, WITNESS_LEN - 8) as u64 != fnv1a(&bytes[..WITNESS_LEN - 8]) {
+        return None;
+    }
+    Some(ShardSet::from_words(std::array::from_fn(|i| {
+        i64_at(bytes, at + 4 + 8 * i) as u64
+    })))
+}
+
 /// 64-bit FNV-1a: enough to tell damaged bytes from good ones.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
@@ -988,6 +1028,26 @@ mod tests {
             Change::from_bytes(Kind::Lease020, &bytes[..31]),
             Err(Damage::Size { .. })
         ));
+    }
+
+    #[test]
+    fn a_witness_lists_the_released_shards_or_nothing() {
+        let mut released = ShardSet::empty();
+        released.insert(7);
+        released.insert(8191);
+        let bytes = witness_to_bytes(Some(&released));
+        assert_eq!(bytes.len(), WITNESS_LEN);
+        assert_eq!(witness_released(&bytes), Some(released));
+        // The witness of 0.5.0, and one written while fenced, list nothing.
+        assert_eq!(witness_released(&witness_to_bytes(None)), None);
+        // Padding after the contents, as a page has, changes nothing.
+        let mut page = bytes.clone();
+        page.resize(8168, 0);
+        assert!(witness_released(&page).is_some());
+        // Damage lists nothing rather than too little.
+        let mut flipped = bytes;
+        flipped[WITNESS_TEXT.len() + 4] ^= 0x80;
+        assert_eq!(witness_released(&flipped), None);
     }
 
     fn changes() -> impl Strategy<Value = Change> {

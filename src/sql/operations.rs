@@ -13,11 +13,13 @@ use crate::server::databases::release_records::ReleaseRecord;
 use crate::server::databases::{self, Recorded};
 use crate::server::issuing::{generating_state, generator, raise_refusal};
 use crate::server::settings;
+use crate::server::state::witness;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{Change, Unavailable};
 use snowid_core::generator::Refused;
 use snowid_core::layout::{self, Parts, Shard};
+use snowid_core::shard_set::ShardSet;
 
 /// An ID decoded, or the error for a negative one.
 pub(super) fn parts_of(id: i64) -> Parts {
@@ -30,14 +32,15 @@ pub(super) fn floor_timestamp(floor_unix_ms: i64) -> TimestampWithTimeZone {
         .unwrap_or_else(|| errors::exhausted(settings::epoch_unix_ms()))
 }
 
-/// Records the released shards, as the durable state holds them now, in every database where
-/// snowid is installed. Returns what could not record them, for the caller to say: an ERROR
+/// Records the released shards, as the durable state holds them now, in the cluster's witness and
+/// in every database where snowid is installed. Returns what could not record them, for the caller to say: an ERROR
 /// where a release would otherwise be forgotten with a lost state (`released` names it), a
 /// WARNING where the worst that can follow is a shard refused again.
 pub(super) fn record_releases(released: Option<(Shard, i64)>) {
     let Some(record) = ReleaseRecord::of_state() else {
         return;
     };
+    witness::record_released(&record.shard_set());
     let Recorded { failed, .. } = databases::record_in_every_database(Some(&record));
     let Some((database, failure)) = failed.first() else {
         return;
@@ -93,6 +96,11 @@ fn snowid_release(shard: i32) -> i64 {
         record_releases(None);
         errors::records_not_writable(database, failure.code.as_str(), &failure.message);
     }
+    // The cluster's witness lists the shard before the release is made: a crash between them
+    // leaves it listed, never missing.
+    let mut listed = ReleaseRecord::of_state().map_or_else(ShardSet::empty, |r| r.shard_set());
+    listed.insert(valid.index());
+    witness::record_released(&listed);
     match g.release(valid) {
         Ok(last_id) => {
             record_releases(Some((valid, last_id)));

@@ -26,6 +26,7 @@ use crate::server::databases::survey::{DatabaseReport, KeyColumn};
 use crate::server::databases::survey_every_database;
 use crate::server::issuing::{generating_state, generator, raise_refusal};
 use crate::server::settings;
+use crate::server::state::witness;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
 use snowid_core::generator::{Shared, Status};
@@ -117,9 +118,11 @@ impl Holdings {
         key
     }
 
-    /// The shards a resume that lifts a fence releases again: every one a database records,
-    /// and every one `named`. Refuses where no database knows and none are named.
-    fn releases_for_fence(&self, named: Option<&[i32]>) -> Vec<(Shard, i64)> {
+    /// The shards a resume that lifts a fence above `above` releases again: every one a database
+    /// records or the cluster's witness lists, and every one `named`. Refuses where none of them
+    /// knows and none are named. A shard whose last ID no record gives is released at the last ID
+    /// of its own in `above`'s millisecond: above every key the databases hold.
+    fn releases_for_fence(&self, named: Option<&[i32]>, above: i64) -> Vec<(Shard, i64)> {
         let listed: Vec<&ReleaseRecord> = self
             .installed()
             .filter_map(|d| match &d.releases {
@@ -127,33 +130,44 @@ impl Holdings {
                 Records::Unknown(_) => None,
             })
             .collect();
-        if listed.is_empty() && named.is_none() {
-            let why: Vec<(String, String)> = self
+        let witness = witness::recorded_released();
+        if listed.is_empty() && witness.is_none() && named.is_none() {
+            let mut why: Vec<String> = self
                 .installed()
                 .filter_map(|d| match &d.releases {
-                    Records::Unknown(why) => Some((d.database.clone(), why.clone())),
+                    Records::Unknown(why) => Some(format!("database \"{}\": {why}", d.database)),
                     Records::Listed(_) => None,
                 })
                 .collect();
+            why.push(
+                "the cluster's witness (global/9129) lists none: it was written before 0.6.0, or \
+                 while the cluster was fenced, or by pg_upgrade"
+                    .into(),
+            );
             errors::releases_unknown(&why);
         }
         let mut record = listed
             .into_iter()
             .fold(ReleaseRecord::default(), |all, r| all.union(r));
-        if let Some(named) = named {
-            let named = ReleaseRecord {
-                released: named.iter().map(|&shard| (shard, 0)).collect(),
-            };
-            record = record.union(&named);
-        }
+        let unrecorded = witness
+            .iter()
+            .flat_map(|set| set.iter().map(|s| s as i32))
+            .chain(named.unwrap_or_default().iter().copied());
+        record = record.union(&ReleaseRecord {
+            released: unrecorded.map(|shard| (shard, 0)).collect(),
+        });
+        let above_ms = layout::decompose(above).map_or(0, |p| p.ms);
         record
             .released
             .into_iter()
             .map(|(shard, last_id)| {
                 let valid = Shard::new(shard).unwrap_or_else(|| errors::shard_out_of_range(shard));
                 // A last ID of another shard says nothing of this one.
-                let of_shard = layout::decompose(last_id).is_some_and(|p| p.shard == shard);
-                (valid, if of_shard { last_id } else { 0 })
+                let last_id = match layout::decompose(last_id) {
+                    Some(p) if p.shard == shard && last_id > 0 => last_id,
+                    _ => layout::compose(above_ms, shard, layout::MAX_SEQ).unwrap_or(0),
+                };
+                (valid, last_id)
             })
             .collect()
     }
@@ -197,7 +211,7 @@ fn lift_fence(
     above: i64,
     named: Option<&[i32]>,
 ) -> i64 {
-    let released = holdings.releases_for_fence(named);
+    let released = holdings.releases_for_fence(named, above);
     let above = parts_of(above);
     let shard = Shard::new(above.shard).unwrap_or_else(|| errors::shard_out_of_range(above.shard));
     let floor = generator(state)

@@ -28,10 +28,11 @@
 
 use super::worker::Failure;
 use super::SafeSearchPath;
-use crate::server::state::pages;
+use crate::server::state::{pages, witness};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
+use snowid_core::shard_set::ShardSet;
 use snowid_core::startup::Found;
 use std::collections::BTreeMap;
 
@@ -55,6 +56,17 @@ impl ReleaseRecord {
         ReleaseRecord {
             released: all.into_iter().collect(),
         }
+    }
+
+    /// The released shards, as a set.
+    pub fn shard_set(&self) -> ShardSet {
+        let mut set = ShardSet::empty();
+        for &(shard, _) in &self.released {
+            if let Ok(shard) = usize::try_from(shard) {
+                set.insert(shard);
+            }
+        }
+        set
     }
 
     /// The released shards as the durable state holds them, if it knows them: a fenced state
@@ -177,13 +189,14 @@ pub fn write_here(record: Option<&ReleaseRecord>) -> Result<bool, Failure> {
     .map_err(|e: pgrx::spi::Error| Failure::new("XX000", e.to_string()))?
 }
 
-/// Fills the current database's record from the durable state, in the current transaction: for
-/// `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE`. A fenced state knows no release, and the
-/// record stays empty.
+/// Fills the current database's record from the durable state, in the current transaction, and
+/// the cluster's witness's list: for `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE`. A
+/// fenced state knows no release, and both stay as they are.
 pub fn fill_at_install() {
     let Some(record) = ReleaseRecord::of_state() else {
         return;
     };
+    witness::record_released(&record.shard_set());
     let _path = SafeSearchPath::set();
     Spi::connect_mut(|client| match place(client)? {
         Place::Table(table) => replace(client, &table, Some(&record)),

@@ -355,6 +355,21 @@ fn extend(relation: Locator, count: u32) {
     }
 }
 
+/// A relation's first page's contents after its header, read through the buffer manager, if the
+/// relation has pages (a damaged page reads as zeros, with a warning in the log).
+pub(super) fn first_page_contents(relation: Locator) -> Option<Vec<u8>> {
+    if !has_pages(relation) {
+        return None;
+    }
+    let page = Page::read_in(
+        relation,
+        0,
+        pg_sys::ReadBufferMode::RBM_ZERO_ON_ERROR,
+        pg_sys::BUFFER_LOCK_SHARE,
+    );
+    Some(page.contents(BLOCK_SIZE - PAGE_HEADER).to_vec())
+}
+
 /// Whether a relation has at least one page.
 pub(super) fn has_pages(relation: Locator) -> bool {
     let smgr = smgr_of(relation);

@@ -67,6 +67,10 @@ pub fn recorded_lease_end() -> Option<i64> {
 /// databases' directories are about to receive the old cluster's files.
 pub fn fence_for_pg_upgrade(epoch_unix_ms: i64) {
     let _lock = CreationLock::take();
+    // The databases coming in bring their records of the releases; what this cluster's witness
+    // listed (after a trial of the new cluster, say) is not theirs. Forgotten first: a crash
+    // before the fence leaves nothing listed.
+    witness::forget_released();
     let Some(state) = fence_for_upgrade(pages::read(), epoch_unix_ms) else {
         return;
     };

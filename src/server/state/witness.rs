@@ -12,21 +12,25 @@
 //! the state is durable, a witness that exists at all, even an empty file left by a crash
 //! between its creation and its page, proves it.
 //!
+//! The cluster's witness also lists the shards the cluster released, once written with them (see
+//! `snowid_core::durable::witness_to_bytes`): it outlives a lost or damaged state, `DROP
+//! EXTENSION` and every database, so a fence lifts with the releases it lists. A release writes
+//! it before its own record (a crash between them leaves the shard listed, never missing);
+//! take-backs and resumes write it after theirs.
+//!
 //! Their pages go through the buffer manager with a WAL record of their image, like the
 //! state's, so standbys, restores and base backups have them, and a checkpoint cannot fall
 //! between the record and the page. `pg_upgrade` carries none of them over: it carries no state
 //! either (see `startup::fence_for_upgrade`).
 
-use super::pages::{has_pages, locator_in, write_pages, Locator};
+use super::pages::{first_page_contents, has_pages, locator_in, write_pages, Locator};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowid_core::durable::RELATION_NUMBER;
+use snowid_core::durable::{witness_released, witness_to_bytes, RELATION_NUMBER};
+use snowid_core::shard_set::ShardSet;
 
 /// The cluster's own witness's number, in the global tablespace.
 const CLUSTER_WITNESS: u32 = RELATION_NUMBER + 1;
-
-/// What a witness page holds.
-const CONTENTS: &[u8] = b"snowid witness: this cluster has had snowid's state";
 
 fn cluster_witness() -> Locator {
     locator_in(
@@ -53,9 +57,31 @@ pub fn leave(cluster_only: bool) -> Option<pg_sys::XLogRecPtr> {
     }
     let mut last = None;
     for witness in witnesses.into_iter().filter(|&w| !has_pages(w)) {
-        last = Some(write_pages(witness, &[CONTENTS.to_vec()]));
+        last = Some(write_pages(witness, &[witness_to_bytes(None)]));
     }
     last
+}
+
+/// Writes the cluster's witness listing `released`, and flushes its record. (The synchronous
+/// standbys are not waited for: the list serves this server's own re-created state, and the
+/// changes it lists reach them in their own records.)
+pub fn record_released(released: &ShardSet) {
+    let lsn = write_pages(cluster_witness(), &[witness_to_bytes(Some(released))]);
+    // SAFETY: XLogFlush on a location this process inserted.
+    unsafe { pg_sys::XLogFlush(lsn) };
+}
+
+/// Writes the cluster's witness listing nothing: for a cluster that `pg_upgrade` brings databases
+/// into, whose own history (a trial of the new cluster, say) says nothing of theirs.
+pub fn forget_released() {
+    let lsn = write_pages(cluster_witness(), &[witness_to_bytes(None)]);
+    // SAFETY: XLogFlush on a location this process inserted.
+    unsafe { pg_sys::XLogFlush(lsn) };
+}
+
+/// The shards the cluster's witness lists as released, if it lists them.
+pub fn recorded_released() -> Option<ShardSet> {
+    witness_released(&first_page_contents(cluster_witness())?)
 }
 
 /// Whether the cluster, or any database of it, holds a witness: the cluster has had the state.

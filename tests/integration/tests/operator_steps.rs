@@ -127,7 +127,8 @@ fn a_release_after_a_resume_by_hand_on_an_upgraded_cluster_is_above_the_old_ids(
 /// below the old cluster's). The old cluster's database is on 0.3.0's SQL; after the upgrade the
 /// new cluster's state file is zeroed. The new cluster refuses, `CREATE EXTENSION` in a new
 /// database refuses too, across two restarts; the update to this version's SQL works while
-/// fenced; the hint's statement resumes above the old IDs.
+/// fenced; the hint's statement, which asks for the released shards (nothing before 0.6.0 records
+/// them), resumes above the old IDs once told that none were released.
 #[test]
 fn a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced() {
     if !has_pg_upgrade("a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced") {
@@ -157,7 +158,24 @@ fn a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced() {
     }
     let mut db = new.client();
     db.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
-    let rows = resume_rows(&mut db);
+    let err = db
+        .query(RESUME, &[])
+        .expect_err("the released shards of a 0.3.0 cluster are unknown");
+    assert_eq!(
+        err.as_db_error().map(|e| e.message()),
+        Some("snowid cannot tell which shards this cluster released"),
+        "{}",
+        describe(&err)
+    );
+    let rows: Vec<KeyColumn> = db
+        .query(
+            "SELECT * FROM snowid_resume_above_columns(released => '{}')",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
     assert!(
         rows.contains(&key_column("postgres", "public.t", old_max)),
         "{rows:?}"
@@ -446,7 +464,8 @@ fn a_promoted_standby_starts_past_its_clock_by_the_margin_and_keeps_releases() {
 /// witnesses only, and the dropped database took its own with it): the cluster's witness,
 /// `global/9129`, still says the cluster had the state, so `CREATE EXTENSION` in `postgres` is
 /// fenced; the hint's statement finds no column, and a resume by hand above the known highest ID
-/// lifts the fence.
+/// lifts the fence. Also guards against a release forgotten with the only database that recorded
+/// it: shard 7, released there, stays released, as the cluster's witness lists it.
 #[test]
 fn a_lost_state_is_fenced_after_the_database_with_the_keys_was_dropped() {
     let mut cluster = Cluster::init();
@@ -461,7 +480,8 @@ fn a_lost_state_is_fenced_after_the_database_with_the_keys_was_dropped() {
     keys.batch_execute(
         "CREATE EXTENSION snowid;
          CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
-         INSERT INTO t SELECT FROM generate_series(1, 1000);",
+         INSERT INTO t SELECT FROM generate_series(1, 1000);
+         SELECT snowid_release(7);",
     )
     .unwrap();
     let old_max = max_id(&mut keys);
@@ -485,11 +505,14 @@ fn a_lost_state_is_fenced_after_the_database_with_the_keys_was_dropped() {
         .expect_err("no column anywhere");
     assert_eq!(code(&err), "55000", "{}", describe(&err));
     db.query_one("SELECT snowid_resume_above($1)", &[&old_max])
-        .unwrap();
+        .unwrap_or_else(|e| panic!("resume by hand: {}", describe(&e)));
     assert_generates_above(&mut db, 1, old_max, "resumed by hand");
+    assert_released(&mut db, 7, "resumed by hand");
     drop(db);
     restart(&mut cluster, "immediate");
-    assert_generates_above(&mut cluster.client(), 1, old_max, "after a restart");
+    let mut db = cluster.client();
+    assert_generates_above(&mut db, 1, old_max, "after a restart");
+    assert_released(&mut db, 7, "after a restart");
 }
 
 /// Item 9, uninstalling as docs/operations.md says: `DROP EXTENSION` in every database,

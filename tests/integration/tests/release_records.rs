@@ -208,32 +208,31 @@ fn every_database_records_a_release() {
     );
 }
 
-/// Guards against a fence lifted with the released shards unknown: a cluster whose databases
-/// run 0.5.0's SQL keep no record, and after a lost state no database knows what was released.
-/// The hint's resume refuses (55000, saying how to name them), also after the update to this
-/// version's SQL while fenced; naming the shards lifts the fence with them released; naming
-/// them on a server that is not fenced is refused.
+/// Guards against a fence lifted with the released shards unknown: `pg_upgrade` of a cluster
+/// whose databases run 0.5.0's SQL, which keeps no record of them (and the new cluster's own
+/// witness says nothing of the old cluster's). The hint's resume refuses (55000, saying how to
+/// name them), also after the update to this version's SQL while fenced; naming the shards lifts
+/// the fence with them released, also after a restart; naming them on a server that is not
+/// fenced is refused.
 #[test]
 fn a_fence_does_not_lift_until_unknown_releases_are_named() {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
-    start(&mut cluster);
-    let mut db = cluster.client();
-    db.batch_execute(
-        "CREATE EXTENSION snowid VERSION '0.5.0';
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(8));
-         INSERT INTO t SELECT FROM generate_series(1, 1000);
-         SELECT snowid_release(7);",
-    )
-    .unwrap();
+    if !has_pg_upgrade("a_fence_does_not_lift_until_unknown_releases_are_named") {
+        return;
+    }
+    let (mut old, mut new, _) = clusters_to_upgrade_from(
+        Cluster::init(),
+        "CREATE EXTENSION snowid VERSION '0.5.0'",
+        8,
+    );
+    start(&mut old);
+    let mut db = old.client();
+    db.batch_execute("SELECT snowid_release(7)").unwrap();
     let old_max = max_id(&mut db);
     drop(db);
-    cluster.stop("fast");
-    damage(&cluster, Damage::Deleted);
-    cluster.set_wall_clock_offset(BEHIND);
-    start(&mut cluster);
-    let mut db = cluster.client();
+    old.stop("fast");
+    new.pg_upgrade_from(&old, false);
+    start(&mut new);
+    let mut db = new.client();
     for when in ["on 0.5.0's SQL", "updated while fenced"] {
         let err = db
             .query("SELECT * FROM snowid_resume_above_columns()", &[])
@@ -250,7 +249,7 @@ fn a_fence_does_not_lift_until_unknown_releases_are_named() {
             "{when}: the hint says how to name them: {}",
             describe(&err)
         );
-        assert_refuses(&cluster, 8, old_max, when);
+        assert_refuses(&new, 8, old_max, when);
         db.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
     }
     let rows = db
@@ -262,8 +261,8 @@ fn a_fence_does_not_lift_until_unknown_releases_are_named() {
     assert_eq!(rows.len(), 1);
     assert_released(&mut db, 7, "named");
     assert_generates_above(&mut db, 8, old_max, "named");
-    restart(&mut cluster, "fast");
-    let mut db = cluster.client();
+    restart(&mut new, "fast");
+    let mut db = new.client();
     assert_released(&mut db, 7, "named, after a restart");
     let err = db
         .query(
