@@ -165,6 +165,14 @@ cluster_stop() {
     as_pg_owner "$(pg_bindir)/pg_ctl" stop -w -t 60 -m "$mode" -D "$dir/data" >/dev/null 2>&1 || true
 }
 
+# cluster_traps DIR: fails if the server's log shows an assertion failure (a server built with
+# --enable-cassert writes TRAP and aborts, and the postmaster restarts: nothing else may show it).
+cluster_traps() {
+    local traps
+    traps=$(grep 'TRAP:' "$1/server.log" 2>/dev/null || true)
+    [ -z "$traps" ] || die "an assertion failed in the server in $1: $traps"
+}
+
 cluster_running() {
     as_pg_owner "$(pg_bindir)/pg_ctl" status -D "$1/data" >/dev/null 2>&1
 }

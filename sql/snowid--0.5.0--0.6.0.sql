@@ -18,6 +18,12 @@ GRANT SELECT ON TABLE snowid_released_shards TO PUBLIC;
 COMMENT ON TABLE snowid_released_shards IS
     'The shards this cluster released, each with the last ID it was released at, as this database records them: what a resume that lifts a fence releases again. Written by snowid only.';
 
+-- snowid_next(int)'s symbol is named after its argument's type, like its two siblings'; the old
+-- name stays in the library for the earlier versions' scripts.
+CREATE OR REPLACE FUNCTION snowid_next(shard int) RETURNS bigint
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_int4';
+
 DROP FUNCTION snowid_resume_above_columns();
 CREATE FUNCTION snowid_resume_above_columns(released int[] DEFAULT NULL) RETURNS TABLE (
 	"database" TEXT,
@@ -39,7 +45,7 @@ COMMENT ON FUNCTION snowid_release(int) IS
     'Superuser: stops this server, and every server that replays its WAL, issuing IDs for a shard, including in running statements, durably, records that in every database, and returns the last ID issued for it. Not undone by ROLLBACK.';
 
 -- Fills this database's record from the state, which knows its releases unless it is fenced.
-CREATE FUNCTION snowid_create_state(occasion text) RETURNS void
-STRICT VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';
-SELECT @extschema@.snowid_create_state('update');
-DROP FUNCTION @extschema@.snowid_create_state(text);
+CREATE FUNCTION snowid_create_state() RETURNS void
+VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';
+SELECT @extschema@.snowid_create_state();
+DROP FUNCTION @extschema@.snowid_create_state();

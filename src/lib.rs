@@ -5,8 +5,8 @@
 //! - [`sql`]: every function SQL users call;
 //! - [`server`]: what runs inside the server: the settings, the shared-memory segment, the
 //!   per-process counts, and the protocol's host;
-//! - [`server::state`]: the durable state: its pages, its WAL records, and the one start-up
-//!   decision ([`server::state::startup`]);
+//! - [`server::state`]: the durable state: its pages, its WAL records, and start-up carried out
+//!   as the core plans it ([`server::state::startup`]);
 //! - [`errors`]: every error a user can meet, at the bottom: it imports nothing of the above.
 
 use pgrx::prelude::*;
@@ -50,7 +50,7 @@ pub extern "C-unwind" fn _PG_init() {
         wal_records::register();
         counters::register();
         pg_upgrade::install_hook();
-        sql::generate::warn_if_exhaustion_is_near(settings::epoch_unix_ms());
+        settings::warn_if_exhaustion_is_near(settings::epoch_unix_ms());
     } else {
         // pg_upgrade loads snowid into the new cluster to check its libraries: the state is
         // fenced there before the upgraded databases come in (see server::pg_upgrade).

@@ -11,6 +11,7 @@ use snowid_core::generator::{FastIssue, Generator, Shared};
 use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 use snowid_core::layout::Shard;
 use snowid_core::shard_state::issue;
+use snowid_core::startup::{Found, Occasion, Plan, Reading};
 use snowid_core::time_base::TimeBase;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -62,8 +63,13 @@ impl DurableStore for Bench {
     fn claimer(&self) -> u32 {
         1
     }
-    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, ()> {
-        Ok(DurableState::new(Header::fresh(epoch_unix_ms)))
+    /// The state `CREATE EXTENSION` created, loaded as start-up plans it.
+    fn start(&self, _occasion: Occasion, plan: &dyn Fn(Reading<'_>) -> Plan) -> Result<Plan, ()> {
+        Ok(plan(Reading {
+            found: Found::State(Box::new(DurableState::new(Header::fresh(EPOCH)))),
+            witnessed: &|| true,
+            timeline: 0,
+        }))
     }
     fn persist(&self, _: &Change) -> Result<(), ()> {
         Ok(())

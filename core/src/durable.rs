@@ -11,9 +11,9 @@
 //!   standbys, a restore, a promoted standby) issues none of them until one is taken back, which
 //!   is an act of its own ([`Change::TakeBack`]): a resume never takes a shard back.
 //! - The fence: "generate nothing until a superuser resumes above the old IDs", and why.
-//! - The WAL timeline of the last promotion the state has seen: the first load on a later
-//!   timeline (a promoted standby, a point-in-time restore) is a promotion, which may raise the
-//!   time base (`snowid.promotion_margin`).
+//! - The WAL timeline the state was created on, or of the last promotion it has seen since: the
+//!   first load on another timeline (a promoted standby, a point-in-time restore) is a
+//!   promotion, which may raise the time base (`snowid.promotion_margin`).
 //!
 //! Inside PostgreSQL the state is a relation of [`BLOCKS`] pages in the buffer manager, like a
 //! metapage: each change is one WAL record that updates the pages it touches, so standbys, crash
@@ -123,8 +123,8 @@ pub struct Header {
     pub lease_end_unix_ms: i64,
     pub fence: Option<Fence>,
     pub released: ShardSet,
-    /// The WAL timeline of the last promotion the state has seen (0: none recorded, as in states
-    /// written before 0.5.0).
+    /// The WAL timeline the state was created on, or of the last promotion it has seen since (0:
+    /// none recorded, as in states written before 0.5.0).
     pub timeline: u32,
 }
 

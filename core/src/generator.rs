@@ -15,11 +15,9 @@
 //! A caller whose stamp comes within [`RENEW_AHEAD_MS`] of the lease's end renews the lease
 //! ([`Generator::renew_ahead`]) if nobody else is, so that the others never wait for the write.
 //!
-//! The first load on a new WAL timeline (a promoted standby, a point-in-time restore) records
-//! the timeline, and with a promotion margin set raises the time base to the wall clock plus
-//! `max_lead` plus the margin ([`Generator::with_promotion_margin`]): above whatever an old
-//! primary could have dated before it died, if the clocks agree, even where its last leases were
-//! never received.
+//! The first load after a start is [`crate::startup`]'s plan, carried out by the host: it
+//! creates the state where it must, records a promotion (a new WAL timeline, with the margin
+//! [`Generator::with_promotion_margin`] sets), and says whether the server generates.
 //!
 //! Changes of the durable state (a lease, a release, a resume, the state's creation) are made by
 //! the holder of the writer's claim, one shared atomic taken by CAS: a caller that finds it held
@@ -35,6 +33,8 @@ use crate::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 use crate::layout::SHARD_COUNT;
 use crate::layout::{id_from_stamp, stamp, stamp_ms, Parts, Shard, MAX_MS, MAX_SEQ, SEQ_BITS};
 use crate::shard_state::{self, issue, Refusal, ShardCell, ShardTally};
+pub use crate::startup::Status;
+use crate::startup::{self, Context, Occasion, Write};
 use crate::sync::{AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 use crate::time_base::{Forward, TimeBase};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -100,18 +100,6 @@ impl<E> From<Interrupted> for Refused<E> {
     }
 }
 
-/// Whether the server generates, as far as the shared state knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// The durable state has not been loaded since the server (re)started.
-    NotLoaded,
-    Generating,
-    Fenced(Fence),
-    EpochMovedLater {
-        recorded_epoch_unix_ms: i64,
-    },
-}
-
 impl Status {
     /// Why a server in this status refuses to generate or release, if it does.
     pub fn refusal<E>(self) -> Option<Refused<E>> {
@@ -123,20 +111,6 @@ impl Status {
                 recorded_epoch_unix_ms,
             }),
             Status::Generating | Status::NotLoaded => None,
-        }
-    }
-
-    /// What a loaded state lets a server configured with `epoch_unix_ms` do: the one rule that
-    /// generation and `snowid_info()` share.
-    pub fn of(header: &crate::durable::Header, epoch_unix_ms: i64) -> Status {
-        if !header.allows_epoch(epoch_unix_ms) {
-            return Status::EpochMovedLater {
-                recorded_epoch_unix_ms: header.epoch_unix_ms,
-            };
-        }
-        match header.fence {
-            Some(fence) => Status::Fenced(fence),
-            None => Status::Generating,
         }
     }
 }
@@ -484,10 +458,16 @@ impl Shared {
         let _ = self.claim.owner.compare_exchange(who, 0, Release, Relaxed);
     }
 
-    /// Seeds the shared state from the durable one, and says whether the server generates.
-    fn publish_loaded(&self, state: &DurableState, epoch_unix_ms: i64, now: Sample) {
+    /// Seeds the shared state from the durable one, and says whether the server generates, as
+    /// start-up planned it.
+    fn publish_loaded(
+        &self,
+        state: &DurableState,
+        status: Status,
+        epoch_unix_ms: i64,
+        now: Sample,
+    ) {
         let header = &state.header;
-        let status = Status::of(header, epoch_unix_ms);
         if let Status::EpochMovedLater { .. } = status {
             self.lease.set_status(status);
             return;
@@ -699,41 +679,28 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         if self.shared.lease.status() != Status::NotLoaded {
             return Ok(());
         }
-        let mut state = match self.host.load(self.epoch_unix_ms) {
-            Ok(state) => state,
-            Err(e) => {
-                self.shared.claim.failed(claimed.mono_ms);
-                return Err(Refused::Persist(e));
-            }
-        };
         let now = clock::sample_patiently(self.host);
-        if let Some(promotion) = self.promotion(&state.header, now) {
-            self.persist(&promotion, claimed)?;
-            promotion.apply(&mut state);
-        }
-        self.shared.publish_loaded(&state, self.epoch_unix_ms, now);
-        Ok(())
-    }
-
-    /// What a load on a timeline the state has not recorded writes: the timeline, and, where a
-    /// margin is set and the state recorded an earlier timeline (a promotion, rather than the
-    /// first load of a state written before timelines were recorded), a time-base floor at the
-    /// wall clock plus `max_lead` plus the margin. A fence or a release is left as it is.
-    fn promotion(&self, header: &crate::durable::Header, now: Sample) -> Option<Change> {
-        let timeline = self.host.timeline();
-        if timeline == 0 || timeline == header.timeline {
-            return None;
-        }
-        let floor = match self.promotion_margin_ms {
-            Some(margin_ms) if header.timeline != 0 => now
-                .wall_ms
-                .saturating_add(self.max_lead_ms.saturating_add(margin_ms) as i64),
-            _ => header.base_unix_ms,
+        let context = Context {
+            epoch_unix_ms: self.epoch_unix_ms,
+            max_lead_ms: self.max_lead_ms,
+            promotion_margin_ms: self.promotion_margin_ms,
+            now_wall_ms: now.wall_ms,
         };
-        Some(Change::Promotion {
-            timeline,
-            base_unix_ms: floor.max(header.base_unix_ms),
-        })
+        let plan = self
+            .host
+            .start(Occasion::Need, &|reading| {
+                startup::plan(reading, Occasion::Need, &context)
+            })
+            .map_err(|e| {
+                self.shared.claim.failed(claimed.mono_ms);
+                Refused::Persist(e)
+            })?;
+        if let Write::Change(_) = plan.write {
+            self.shared.lease.writes.fetch_add(1, Relaxed);
+        }
+        self.shared
+            .publish_loaded(&plan.state, plan.status, self.epoch_unix_ms, now);
+        Ok(())
     }
 
     /// Renews the lease before it runs out, if no one else is doing so and the last attempt did

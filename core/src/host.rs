@@ -4,7 +4,8 @@
 //! and the WAL, latch waits, and the server log. The tests implement them with simulated
 //! clocks and stores that fail or "crash" on purpose.
 
-use crate::durable::{Change, DurableState};
+use crate::durable::Change;
+use crate::startup::{Occasion, Plan, Reading};
 
 /// The two clocks, in milliseconds (see [`crate::clock`]).
 pub trait Clock {
@@ -24,17 +25,16 @@ pub trait DurableStore {
     /// process uses.
     fn claimer(&self) -> u32;
 
-    /// The state as the last durable change left it. If there is none yet, creates it durably
-    /// first (fenced, or fresh under `epoch_unix_ms` where the store finds nothing was issued)
-    /// and returns that.
-    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, Self::Error>;
-
-    /// The history the store's changes belong to, if it has such a notion: inside PostgreSQL,
-    /// the WAL timeline, which a promotion or a point-in-time restore moves to a new number.
-    /// 0 where there is none (and the protocol then never sees a promotion).
-    fn timeline(&self) -> u32 {
-        0
-    }
+    /// Start-up (see [`crate::startup`]): reads what the state's pages hold, the witnesses where
+    /// they hold no state, and the history the store is on; lets `plan` decide; writes, durably,
+    /// what the plan says; and returns the plan. Where the pages hold no state, the reading, the
+    /// plan and the write are one step, which no other process interleaves, so that the state is
+    /// created once.
+    fn start(
+        &self,
+        occasion: Occasion,
+        plan: &dyn Fn(Reading<'_>) -> Plan,
+    ) -> Result<Plan, Self::Error>;
 
     /// Makes a change durable before returning: inside PostgreSQL, its WAL record is flushed,
     /// and on the synchronous standbys if there are any. Only after this returns may anything

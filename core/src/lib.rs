@@ -9,8 +9,10 @@
 //! - [`shard_hash`]: the stable hash from a key to a shard.
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
-//! - [`startup`]: the one start-up decision: what the durable state is when a server first needs
-//!   it (loaded, created fresh, or fenced, and why), and what `pg_upgrade` makes of it.
+//! - [`startup`]: start-up as one plan: what the durable state is when a server first needs it,
+//!   at install, and while `pg_upgrade` brings databases in (loaded, created fresh, or fenced, and
+//!   why), what must be written first (a creation, a promotion), and whether the server
+//!   generates. Every host, the server's and the tests', carries out that same plan.
 //! - [`generator`]: the issuing protocol: the fast path, and the slow one that loads the durable
 //!   state, renews the lease, releases, resumes and refuses. What differs inside PostgreSQL
 //!   (clocks, durable storage, waiting, logging) sits behind the small traits in [`host`], and

@@ -14,6 +14,7 @@ use snowid_core::generator::{Generator, Refused, Shared};
 use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 use snowid_core::layout::{compose, decompose, stamp, Shard, MAX_SEQ};
 use snowid_core::shard_state::{issue, release, Refusal};
+use snowid_core::startup::{Found, Occasion, Plan, Reading, Write};
 use snowid_core::time_base::TimeBase;
 
 const T0: i64 = 1_800_000_000_000;
@@ -54,12 +55,24 @@ impl Host {
 
 #[derive(Default)]
 struct Disk {
+    /// 1 once the pages hold the state (as `CREATE EXTENSION` leaves them).
+    exists: AtomicUsize,
     /// The durable lease end, as a time field.
     end_ms: AtomicU64,
     inits: AtomicUsize,
     releases: AtomicUsize,
     /// 1 while the state is fenced.
     fenced: AtomicUsize,
+}
+
+impl Disk {
+    /// The disk `CREATE EXTENSION` leaves: a state, fresh.
+    fn installed() -> Disk {
+        Disk {
+            exists: AtomicUsize::new(1),
+            ..Disk::default()
+        }
+    }
 }
 
 impl Clock for Host {
@@ -76,17 +89,31 @@ impl DurableStore for Host {
     fn claimer(&self) -> u32 {
         self.claimer
     }
-    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, ()> {
-        let end = self.disk.end_ms.load(SeqCst);
-        if end == 0 && self.disk.fenced.load(SeqCst) == 0 {
-            self.disk.inits.fetch_add(1, SeqCst);
+    fn start(&self, _occasion: Occasion, plan: &dyn Fn(Reading<'_>) -> Plan) -> Result<Plan, ()> {
+        let found = match self.disk.exists.load(SeqCst) {
+            0 => Found::Missing,
+            _ => Found::State(Box::new(DurableState::new(Header {
+                lease_end_unix_ms: EPOCH + self.disk.end_ms.load(SeqCst) as i64,
+                fence: (self.disk.fenced.load(SeqCst) == 1).then_some(Fence::Stale),
+                ..Header::fresh(EPOCH)
+            }))),
+        };
+        let plan = plan(Reading {
+            found,
+            witnessed: &|| false,
+            timeline: 0,
+        });
+        match &plan.write {
+            Write::Nothing => {}
+            Write::State => {
+                self.disk.inits.fetch_add(1, SeqCst);
+                let fenced = plan.state.header.fence.is_some();
+                self.disk.fenced.store(usize::from(fenced), SeqCst);
+                self.disk.exists.store(1, SeqCst);
+            }
+            Write::Change(change) => self.persist(change)?,
         }
-        let fence = (self.disk.fenced.load(SeqCst) == 1).then_some(Fence::Stale);
-        Ok(DurableState::new(Header {
-            lease_end_unix_ms: epoch_unix_ms + end as i64,
-            fence,
-            ..Header::fresh(epoch_unix_ms)
-        }))
+        Ok(plan)
     }
     fn persist(&self, change: &Change) -> Result<(), ()> {
         match change {
@@ -111,7 +138,7 @@ impl DurableStore for Host {
             Change::Release { .. } => {
                 self.disk.releases.fetch_add(1, SeqCst);
             }
-            Change::Init(_) | Change::Promotion { .. } => {}
+            Change::Init(_) | Change::Promotion { .. } | Change::Lease020 { .. } => {}
         }
         Ok(())
     }
@@ -264,7 +291,7 @@ fn at_the_end_of_the_lease(disk: &Arc<Disk>) -> Arc<Shared> {
 #[test]
 fn no_id_is_issued_past_the_durable_lease() {
     model(|| {
-        let disk = Arc::new(Disk::default());
+        let disk = Arc::new(Disk::installed());
         let shared = at_the_end_of_the_lease(&disk);
         let first_end = disk.end_ms.load(SeqCst);
         let callers: Vec<_> = (1..=2)
@@ -298,7 +325,8 @@ fn no_id_is_issued_past_the_durable_lease() {
 }
 
 /// Guards against loading the durable state twice (two "first" callers each creating it): two
-/// callers of a freshly started server race; it is created once.
+/// callers of a freshly started server whose state is missing race; it is created once, fenced
+/// (generation never starts fresh), and both are refused.
 #[test]
 fn the_state_is_loaded_and_created_once() {
     model(|| {
@@ -309,12 +337,18 @@ fn the_state_is_loaded_and_created_once() {
                 let (shared, disk) = (shared.clone(), disk.clone());
                 thread::spawn(move || {
                     let host = Host::new(claimer, disk);
-                    let _ = Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(1));
+                    Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(1))
                 })
             })
             .collect();
         for c in callers {
-            c.join().unwrap();
+            assert!(
+                matches!(
+                    c.join().unwrap(),
+                    Err(Refused::Fenced(Fence::Lost)) | Err(Refused::Interrupted)
+                ),
+                "a missing state never starts fresh"
+            );
         }
         assert_eq!(disk.inits.load(SeqCst), 1);
     });
@@ -327,7 +361,7 @@ fn the_state_is_loaded_and_created_once() {
 #[test]
 fn releases_and_resumes_race_callers_safely() {
     model(|| {
-        let disk = Arc::new(Disk::default());
+        let disk = Arc::new(Disk::installed());
         let shared = Arc::new(Shared::new(now()));
         let host = Host::new(1, disk.clone());
         let g = Generator::new(&shared, &host, EPOCH, 10_000);
@@ -371,7 +405,7 @@ fn nothing_is_issued_while_fenced() {
     model(|| {
         let disk = Arc::new(Disk {
             fenced: AtomicUsize::new(1),
-            ..Disk::default()
+            ..Disk::installed()
         });
         let shared = Arc::new(Shared::new(now()));
         let host = Host::new(1, disk.clone());

@@ -1,14 +1,39 @@
 //! What every SQL function that issues IDs or changes the durable state needs from the runtime:
 //! the shared state once this server may write, the protocol bound to this backend's host and
-//! the server's settings, and the error for each refusal.
+//! the server's settings, start-up outside generation, and the error for each refusal.
 
 use crate::errors;
 use crate::server::pg_host::PgHost;
 use crate::server::{settings, shared_memory};
 use pgrx::pg_sys;
+use snowid_core::clock::SystemClock;
 use snowid_core::durable::Unavailable;
 use snowid_core::generator::{Generator, Refused, Shared};
+use snowid_core::host::{Clock, DurableStore};
 use snowid_core::layout::Shard;
+use snowid_core::startup::{self, Context, Occasion};
+
+/// The settings and the wall clock start-up plans with.
+pub fn start_context() -> Context {
+    Context {
+        epoch_unix_ms: settings::epoch_unix_ms(),
+        max_lead_ms: settings::max_lead_ms(),
+        promotion_margin_ms: settings::promotion_margin_ms(),
+        now_wall_ms: SystemClock.wall_ms(),
+    }
+}
+
+/// Start-up outside generation, with the server's settings: at `CREATE EXTENSION` and `ALTER
+/// EXTENSION ... UPDATE` (`Occasion::Install`), and while `pg_upgrade` brings a database with
+/// snowid in (`Occasion::PgUpgrade`). Raises the error for a state that could not be written.
+pub fn start_up(occasion: Occasion) {
+    let context = start_context();
+    if let Err(unavailable) = PgHost.start(occasion, &|reading| {
+        startup::plan(reading, occasion, &context)
+    }) {
+        errors::state_unavailable(&unavailable)
+    }
+}
 
 /// The protocol for this backend's call, with the server's settings.
 pub fn generator(state: &Shared) -> Generator<'_, PgHost> {

@@ -1,15 +1,15 @@
-//! The issuing protocol's host inside PostgreSQL: the machine's clocks, the durable state (through
-//! the start-up decision, its pages and the WAL), latch waits and the claim's condition variable,
-//! and the server log.
+//! The issuing protocol's host inside PostgreSQL: the machine's clocks, the durable state (its
+//! start-up, its pages and the WAL), latch waits and the claim's condition variable, and the
+//! server log.
 
 use crate::server::shared_memory;
-use crate::server::state::durability::make_durable;
-use crate::server::state::{pages, startup, wal_records};
+use crate::server::state::{self, startup};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
-use snowid_core::durable::{Change, DurableState, Unavailable};
+use snowid_core::durable::{Change, Unavailable};
 use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
+use snowid_core::startup::{Occasion, Plan, Reading};
 
 /// The host for calls in this backend. It has no state; the protocol is generic over it, so
 /// every method below compiles into the caller.
@@ -34,32 +34,19 @@ impl DurableStore for PgHost {
         shared_memory::claimer()
     }
 
-    /// The state from its pages, as the start-up decision makes it ([`startup::load`]).
-    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, Unavailable> {
-        startup::load(epoch_unix_ms)
+    /// Start-up, carried out on the state's pages ([`startup::start`]).
+    fn start(
+        &self,
+        occasion: Occasion,
+        plan: &dyn Fn(Reading<'_>) -> Plan,
+    ) -> Result<Plan, Unavailable> {
+        startup::start(occasion, plan)
     }
 
     /// The change's WAL record with its pages, flushed, and confirmed by the synchronous
     /// standbys if there are any.
     fn persist(&self, change: &Change) -> Result<(), Unavailable> {
-        let lsn = pages::write(change).map_err(Unavailable::Damaged)?;
-        make_durable(lsn).map_err(|_| Unavailable::NotReplicated(Box::new(change.clone())))?;
-        if let Change::Promotion {
-            timeline,
-            base_unix_ms,
-        } = change
-        {
-            log!(
-                "snowid resumed on timeline {timeline}: its time base starts no earlier than {}",
-                snowid_core::epoch::format(*base_unix_ms)
-            );
-        }
-        Ok(())
-    }
-
-    /// The WAL timeline this server writes on.
-    fn timeline(&self) -> u32 {
-        wal_records::timeline()
+        state::persist(change)
     }
 }
 

@@ -1,7 +1,7 @@
 //! What `pg_upgrade` does to snowid: it brings databases with snowid keys into a new cluster but
 //! none of snowid's state, so that cluster's state, whatever it held (nothing, or a trial of the
 //! new cluster), is fenced as upgraded while the databases come in, durably, before the cluster
-//! ever starts normally (see `snowid_core::startup::fence_for_upgrade`).
+//! ever starts normally (see `snowid_core::startup`, occasion `PgUpgrade`).
 //!
 //! Only the new cluster of an upgrade from a cluster with snowid gets there, by either of two
 //! ways, both in binary-upgrade mode:
@@ -15,10 +15,10 @@
 //! A cluster where no database had snowid is never fenced; nor is the old cluster, which is only
 //! read (a `pg_upgrade --check`, or an upgrade abandoned in copy mode, leaves it generating).
 
-use crate::server::settings;
-use crate::server::state::startup;
+use crate::server::issuing;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use snowid_core::startup::Occasion;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -33,10 +33,11 @@ fn binary_upgrade() -> bool {
     unsafe { pg_sys::IsBinaryUpgrade }
 }
 
-/// Fences the state once per process.
-fn fence() {
+/// Fences the state for `pg_upgrade`, once per process (see `snowid_core::startup`, occasion
+/// `PgUpgrade`).
+fn fence_for_pg_upgrade() {
     if !FENCED.swap(true, Relaxed) {
-        startup::fence_for_pg_upgrade(settings::epoch_unix_ms());
+        issuing::start_up(Occasion::PgUpgrade);
     }
 }
 
@@ -45,7 +46,7 @@ fn fence() {
 pub fn loaded_into_backend() {
     // SAFETY: a plain check that the load runs inside a transaction, as LOAD does.
     if binary_upgrade() && unsafe { pg_sys::IsTransactionState() } {
-        fence();
+        fence_for_pg_upgrade();
     }
 }
 
@@ -74,7 +75,7 @@ unsafe extern "C-unwind" fn utility_hook(
 ) {
     // SAFETY: PostgreSQL passes a valid planned utility statement.
     if binary_upgrade() && unsafe { adds_to_snowid(pstmt) } {
-        fence();
+        fence_for_pg_upgrade();
     }
     // SAFETY: the arguments are passed on as PostgreSQL gave them, to the previous hook or to
     // PostgreSQL's own processing (which pgrx binds as a Rust function, not a pointer).

@@ -428,6 +428,42 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
     }
 }
 
+/// A number unique among the server's live backends, dense from 0: how `snowid_next()` spreads
+/// backends over the owned shards. A parallel worker takes its leader's, so that it draws from
+/// the leader's shard and one session's IDs keep increasing.
+pub fn backend_number() -> usize {
+    // SAFETY: plain reads of this process's number and its leader's, set before it runs SQL.
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
+    let number = unsafe {
+        match pg_sys::ParallelLeaderBackendId {
+            pg_sys::InvalidBackendId => pg_sys::MyBackendId,
+            leader => leader,
+        }
+    } - 1;
+    // SAFETY: as above.
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    let number = unsafe {
+        match pg_sys::ParallelLeaderProcNumber {
+            pg_sys::INVALID_PROC_NUMBER => pg_sys::MyProcNumber,
+            leader => leader,
+        }
+    };
+    number.max(0) as usize
+}
+
+/// Logs a warning at start-up when the time field runs out within a year.
+pub fn warn_if_exhaustion_is_near(epoch_ms: i64) {
+    use snowid_core::host::Clock;
+    const YEAR_MS: i64 = 365 * 86_400_000;
+    let exhausted_at = snowid_core::layout::exhaustion_unix_ms(epoch_ms);
+    if exhausted_at - snowid_core::clock::SystemClock.wall_ms() < YEAR_MS {
+        warning!(
+            "snowid IDs run out at {}: after that snowid_next fails rather than issue negative IDs",
+            snowid_core::epoch::format(exhausted_at)
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -22,14 +22,20 @@
 //!   CAS leaves nothing half-done.
 //! - The time base's offset only grows (`fetch_max`); its comparison with the wall clock is done
 //!   by whichever caller wins a CAS on the due time, every 10 ms.
-//! - The durable state is changed only by the holder of the writer's claim, an atomic taken by
-//!   CAS (acquire) and given back with a release store. Nobody ever spins on it: a caller that
-//!   needs the holder's work sleeps on the claim's condition variable, which the holder
+//! - This segment is changed, beyond the shards' stamps, only by the holder of the writer's claim,
+//!   an atomic taken by CAS (acquire) and given back with a release store; so is the durable
+//!   state, by generation, releases and resumes. (The durable state is also written without the
+//!   claim where nothing in this segment depends on it yet: its creation at `CREATE EXTENSION`
+//!   and its fence while `pg_upgrade` brings databases in, both under a cluster-wide lock, see
+//!   `crate::server::state::startup`; and the cluster's witness and the databases' records of the
+//!   released shards, see `crate::server::databases`.) Nobody ever spins on the claim: a caller
+//!   that needs the holder's work sleeps on the claim's condition variable, which the holder
 //!   broadcasts when it gives the claim back (and a 10 ms timeout covers a missed wake-up); a
-//!   cancel or `statement_timeout` ends the sleep. The holder makes its change durable (WAL flushed, and on the synchronous standbys)
-//!   before it publishes anything; the lease end is published with a release store, so a caller
-//!   that sees a lease also sees the shards and time base it was published with. A process that
-//!   exits without unwinding (FATAL) gives the claim back in a `before_shmem_exit` callback.
+//!   cancel or `statement_timeout` ends the sleep. The holder makes its change durable (WAL
+//!   flushed, and on the synchronous standbys) before it publishes anything; the lease end is
+//!   published with a release store, so a caller that sees a lease also sees the shards and time
+//!   base it was published with. A process that exits without unwinding (FATAL) gives the claim
+//!   back in a `before_shmem_exit` callback.
 //! - How many IDs a shard issued is counted by each process in its own memory, and added to the
 //!   shard's tally, apart from every stamp's cache line, when its transaction ends (see
 //!   [`crate::server::counters`]).

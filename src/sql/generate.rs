@@ -25,7 +25,7 @@ extension_sql!(
     r#"
 CREATE FUNCTION snowid_next(shard int) RETURNS bigint
 STRICT VOLATILE PARALLEL SAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_v1';
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_next_int4';
 
 CREATE FUNCTION snowid_next(shard bigint) RETURNS bigint
 STRICT VOLATILE PARALLEL SAFE
@@ -52,7 +52,7 @@ COMMENT ON FUNCTION snowid_next() IS
 );
 
 v1_function_info!(
-    pg_finfo_snowid_next_v1,
+    pg_finfo_snowid_next_int4,
     pg_finfo_snowid_next_int8,
     pg_finfo_snowid_next_float8,
     pg_finfo_snowid_next_own
@@ -75,7 +75,9 @@ unsafe fn first_argument(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
 ///
 /// Called by PostgreSQL's function manager with one non-null `int4` argument.
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn snowid_next_v1(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C-unwind" fn snowid_next_int4(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
     // SAFETY: see above; an int4 Datum holds the value in its low 32 bits.
     let shard = unsafe { first_argument(fcinfo) }.value() as i32;
     pg_sys::Datum::from(fast_or_slow(i64::from(shard)))
@@ -216,7 +218,7 @@ pub fn next_id(shard: i64) -> i64 {
 /// The next ID on this backend's own shard; if that one was released, on the next owned one.
 fn next_own_id() -> i64 {
     let state = generating_state("snowid_next()");
-    let backend = backend_number();
+    let backend = settings::backend_number();
     let Some(mut shard) = settings::own_shard(backend) else {
         errors::no_shard_owned(&settings::shards_text())
     };
@@ -239,42 +241,6 @@ fn next_own_id() -> i64 {
         }
     }
     errors::no_shard_owned(&settings::shards_text())
-}
-
-/// A number unique among the server's live backends, dense from 0: how `snowid_next()` spreads
-/// backends over the owned shards. A parallel worker takes its leader's, so that it draws from
-/// the leader's shard and one session's IDs keep increasing.
-fn backend_number() -> usize {
-    // SAFETY: plain reads of this process's number and its leader's, set before it runs SQL.
-    #[cfg(any(feature = "pg15", feature = "pg16"))]
-    let number = unsafe {
-        match pg_sys::ParallelLeaderBackendId {
-            pg_sys::InvalidBackendId => pg_sys::MyBackendId,
-            leader => leader,
-        }
-    } - 1;
-    // SAFETY: as above.
-    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
-    let number = unsafe {
-        match pg_sys::ParallelLeaderProcNumber {
-            pg_sys::INVALID_PROC_NUMBER => pg_sys::MyProcNumber,
-            leader => leader,
-        }
-    };
-    number.max(0) as usize
-}
-
-/// Logs a warning at start-up when the time field runs out within a year.
-pub fn warn_if_exhaustion_is_near(epoch_ms: i64) {
-    use snowid_core::host::Clock;
-    const YEAR_MS: i64 = 365 * 86_400_000;
-    let exhausted_at = layout::exhaustion_unix_ms(epoch_ms);
-    if exhausted_at - snowid_core::clock::SystemClock.wall_ms() < YEAR_MS {
-        warning!(
-            "snowid IDs run out at {}: after that snowid_next fails rather than issue negative IDs",
-            snowid_core::epoch::format(exhausted_at)
-        );
-    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

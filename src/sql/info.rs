@@ -3,6 +3,7 @@
 
 use super::decode::timestamptz;
 use crate::errors;
+use crate::server::issuing;
 use crate::server::state::startup;
 use crate::server::{counters, settings, shared_memory};
 use pgrx::datum::Interval;
@@ -69,7 +70,7 @@ pub(crate) fn generating() -> String {
     }
     let status = match state.lease.status() {
         // Not loaded since the server started: what loading will find, decided by the same code.
-        Status::NotLoaded => startup::outlook(settings::epoch_unix_ms()),
+        Status::NotLoaded => startup::outlook(&issuing::start_context()),
         status => status,
     };
     match status {

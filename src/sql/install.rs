@@ -7,29 +7,19 @@
 //! left in the catalog for a user to call. Both work without preloading: the state is created in
 //! a WAL record that any server replays.
 
-use crate::errors;
 use crate::server::databases::release_records;
-use crate::server::settings;
-use crate::server::state::startup;
+use crate::server::issuing;
 use pgrx::prelude::*;
+use snowid_core::startup::Occasion;
 
-/// Creates the durable state if it is missing, as the start-up decision says: fresh where
+/// Creates the durable state if it is missing, as start-up plans it for an install: fresh where
 /// nothing witnesses that the cluster had it, fenced otherwise; then fills this database's record
-/// of the released shards, where the script made the table (0.6.0 on) and the state knows them. The argument names the script
-/// (`install`, or `update` from a version that created the state at the first generation); both
-/// decide alike.
+/// of the released shards, where the script made the table (0.6.0 on) and the state knows them.
+/// (The scripts of 0.2.0 to 0.5.0 declare it with an argument naming themselves, which it does
+/// not read.)
 #[pg_extern(volatile, sql = false)]
-fn snowid_create_state(occasion: &str) {
-    if !matches!(occasion, "install" | "update") {
-        errors::bad_argument(
-            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("snowid cannot create its state for \"{occasion}\""),
-            Some("Only the extension's install and update scripts call this function."),
-        )
-    }
-    if let Err(unavailable) = startup::ensure(settings::epoch_unix_ms()) {
-        errors::state_unavailable(&unavailable)
-    }
+fn snowid_create_state() {
+    issuing::start_up(Occasion::Install);
     release_records::fill_at_install();
 }
 
@@ -48,10 +38,10 @@ GRANT SELECT ON TABLE snowid_released_shards TO PUBLIC;
 COMMENT ON TABLE snowid_released_shards IS
     'The shards this cluster released, each with the last ID it was released at, as this database records them: what a resume that lifts a fence releases again. Written by snowid only.';
 -- The durable state, created once with the extension (see src/sql/install.rs).
-CREATE FUNCTION snowid_create_state(occasion text) RETURNS void
-STRICT VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';
-SELECT @extschema@.snowid_create_state('install');
-DROP FUNCTION @extschema@.snowid_create_state(text);
+CREATE FUNCTION snowid_create_state() RETURNS void
+VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';
+SELECT @extschema@.snowid_create_state();
+DROP FUNCTION @extschema@.snowid_create_state();
 "#,
     name = "create_state",
     finalize

@@ -2,7 +2,10 @@
 //! on such a version works with this library until `ALTER EXTENSION snowid UPDATE`, and so that
 //! `CREATE EXTENSION snowid VERSION '...'` can find every function its script names. No SQL is
 //! generated for them: only the earlier scripts refer to them.
-//! - 0.1.0's `snowid_info()` and `snowid_stats()`;
+//! - 0.1.0's `snowid_info()` and `snowid_stats()` (the current ones are `snowid_info_v2` and
+//!   `snowid_stats_v2` in Rust: `_v2` is the second shape of the result, as in those scripts);
+//! - `snowid_next_v1`, the symbol of `snowid_next(int)` in the scripts of 0.1.0 to 0.5.0, now
+//!   `snowid_next_int4` beside `snowid_next_int8` and `snowid_next_float8`;
 //! - 0.5.0's `snowid_resume_above_columns()`, with no argument (0.6.0 added `released`).
 
 use super::decode::timestamptz;
@@ -117,4 +120,19 @@ fn snowid_resume_above_columns() -> TableIterator<
     ),
 > {
     TableIterator::new(resume_above_columns(None))
+}
+
+v1_function_info!(pg_finfo_snowid_next_v1);
+
+/// `snowid_next(shard int)` as the scripts of 0.1.0 to 0.5.0 name it.
+///
+/// # Safety
+///
+/// Called by PostgreSQL's function manager with one non-null `int4` argument.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn snowid_next_v1(
+    fcinfo: pgrx::pg_sys::FunctionCallInfo,
+) -> pgrx::pg_sys::Datum {
+    // SAFETY: the same call.
+    unsafe { super::generate::snowid_next_int4(fcinfo) }
 }

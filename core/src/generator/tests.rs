@@ -5,6 +5,7 @@
 use super::*;
 use crate::durable::Header;
 use crate::layout::{compose, decompose, Parts};
+use crate::startup::{self, Context, Found, Occasion, Plan, Reading, Write};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -37,10 +38,23 @@ struct Host {
     events: RefCell<Vec<Event>>,
     /// The store's timeline (0: none), which a promotion moves on.
     timeline: Cell<u32>,
+    /// Whether the disk ever held the state: its witness.
+    had_state: Cell<bool>,
 }
 
 impl Host {
+    /// A host whose disk holds the state `CREATE EXTENSION` created, as start-up plans it.
     fn new() -> Host {
+        let host = Host::bare();
+        host.start(Occasion::Install, &|reading| {
+            startup::plan(reading, Occasion::Install, &context_at(host.wall_ms()))
+        })
+        .unwrap();
+        host
+    }
+
+    /// A host whose disk holds nothing, and never did.
+    fn bare() -> Host {
         Host {
             mono: Cell::new(1_000),
             wall_offset: Cell::new(T0 - 1_000),
@@ -55,14 +69,35 @@ impl Host {
             waited: RefCell::new(Vec::new()),
             events: RefCell::new(Vec::new()),
             timeline: Cell::new(0),
+            had_state: Cell::new(false),
         }
     }
 
     /// A host whose disk already holds a state.
     fn with_disk(header: Header) -> Host {
-        let host = Host::new();
+        let host = Host::bare();
         *host.disk.borrow_mut() = Some(DurableState::new(header));
+        host.had_state.set(true);
         host
+    }
+
+    /// Whether the next write fails, or panics, as the test set it up to.
+    fn write_fails(&self) -> Result<(), DiskFull> {
+        if let Some(racer) = self.during_persist.borrow().as_ref() {
+            racer();
+        }
+        if self.panic_persist.get() {
+            panic!("an error raised by the store");
+        }
+        if self.fail_persist.get()
+            || self
+                .fail_after_persists
+                .get()
+                .is_some_and(|n| self.persists() >= n)
+        {
+            return Err(DiskFull);
+        }
+        Ok(())
     }
 
     fn now(&self) -> Sample {
@@ -106,44 +141,52 @@ impl DurableStore for Host {
         self.claimer.get()
     }
 
-    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, DiskFull> {
-        let existing = self.disk.borrow().clone();
-        if let Some(state) = existing {
-            return Ok(state);
-        }
-        // Created on the current timeline, as the server creates it.
-        let header = Header {
-            timeline: self.timeline.get(),
-            ..Header::fresh(epoch_unix_ms)
+    fn start(
+        &self,
+        _occasion: Occasion,
+        plan: &dyn Fn(Reading<'_>) -> Plan,
+    ) -> Result<Plan, DiskFull> {
+        let found = match self.disk.borrow().clone() {
+            Some(state) => Found::State(Box::new(state)),
+            None => Found::Missing,
         };
-        self.persist(&Change::Init(Box::new(header)))?;
-        Ok(self.disk.borrow().clone().unwrap())
-    }
-
-    fn timeline(&self) -> u32 {
-        self.timeline.get()
+        let plan = plan(Reading {
+            found,
+            witnessed: &|| self.had_state.get(),
+            timeline: self.timeline.get(),
+        });
+        match &plan.write {
+            Write::Nothing => {}
+            Write::State => {
+                self.write_fails()?;
+                *self.disk.borrow_mut() = Some(plan.state.clone());
+                self.had_state.set(true);
+                self.changes
+                    .borrow_mut()
+                    .push(Change::Init(Box::new(plan.state.header.clone())));
+            }
+            Write::Change(change) => self.persist(change)?,
+        }
+        Ok(plan)
     }
 
     fn persist(&self, change: &Change) -> Result<(), DiskFull> {
-        if let Some(racer) = self.during_persist.borrow().as_ref() {
-            racer();
-        }
-        if self.panic_persist.get() {
-            panic!("an error raised by the store");
-        }
-        if self.fail_persist.get()
-            || self
-                .fail_after_persists
-                .get()
-                .is_some_and(|n| self.persists() >= n)
-        {
-            return Err(DiskFull);
-        }
+        self.write_fails()?;
         let mut disk = self.disk.borrow_mut();
         let state = disk.get_or_insert_with(|| DurableState::new(Header::fresh(0)));
         change.apply(state);
         self.changes.borrow_mut().push(change.clone());
         Ok(())
+    }
+}
+
+/// The settings start-up plans with in these tests, at a wall clock.
+fn context_at(now_wall_ms: i64) -> Context {
+    Context {
+        epoch_unix_ms: EPOCH,
+        max_lead_ms: LEAD,
+        promotion_margin_ms: None,
+        now_wall_ms,
     }
 }
 
@@ -826,8 +869,12 @@ impl DurableStore for Descheduled {
     fn claimer(&self) -> u32 {
         self.0.claimer()
     }
-    fn load(&self, epoch_unix_ms: i64) -> Result<DurableState, DiskFull> {
-        self.0.load(epoch_unix_ms)
+    fn start(
+        &self,
+        occasion: Occasion,
+        plan: &dyn Fn(Reading<'_>) -> Plan,
+    ) -> Result<Plan, DiskFull> {
+        self.0.start(occasion, plan)
     }
     fn persist(&self, change: &Change) -> Result<(), DiskFull> {
         self.0.persist(change)

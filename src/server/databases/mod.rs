@@ -22,8 +22,43 @@ use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use release_records::ReleaseRecord;
+use serde::{Deserialize, Serialize};
 use survey::DatabaseReport;
 use worker::{Job, Outcome};
+
+/// Why reading or writing a database failed: the SQLSTATE of its error, and its message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub code: String,
+    pub message: String,
+}
+
+/// SQLSTATE 53400, configuration_limit_exceeded: no background worker was free, or there are
+/// none (single-user mode).
+const NO_WORKER: &str = "53400";
+
+impl Failure {
+    pub fn new(code: &str, message: impl Into<String>) -> Failure {
+        Failure {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A worker that answered a job with another job's outcome, which no worker of this
+    /// version does.
+    pub fn unexpected() -> Failure {
+        Failure::new(
+            "XX000",
+            "its background worker answered with another job's outcome",
+        )
+    }
+
+    /// No background worker could be started.
+    pub fn no_worker(&self) -> bool {
+        self.code == NO_WORKER
+    }
+}
 
 /// Every database of the cluster that can be connected to in any way: its OID and name.
 fn databases() -> Vec<(pg_sys::Oid, String)> {
@@ -66,7 +101,7 @@ pub fn survey_every_database() -> Vec<DatabaseReport> {
             } else {
                 match worker::run(oid, &name, &Job::Survey) {
                     Ok(Outcome::Surveyed(report)) => Ok(report),
-                    Ok(_) => Err(worker::Failure::unexpected()),
+                    Ok(_) => Err(Failure::unexpected()),
                     Err(failure) => Err(failure),
                 }
             };
@@ -104,7 +139,7 @@ pub struct Recorded {
     /// The databases that hold the record now.
     pub written: Vec<String>,
     /// The databases where snowid is installed but that could not record it, and why.
-    pub failed: Vec<(String, worker::Failure)>,
+    pub failed: Vec<(String, Failure)>,
 }
 
 /// Writes `record` into the record of every database where snowid is installed, or empties each
@@ -122,7 +157,7 @@ pub fn record_in_every_database(record: Option<&ReleaseRecord>) -> Recorded {
         match worker::run(oid, &name, &job) {
             Ok(Outcome::Recorded(true)) => recorded.written.push(name),
             Ok(Outcome::Recorded(false)) => {}
-            Ok(_) => recorded.failed.push((name, worker::Failure::unexpected())),
+            Ok(_) => recorded.failed.push((name, Failure::unexpected())),
             Err(failure) => recorded.failed.push((name, failure)),
         }
     }

@@ -26,8 +26,7 @@
 //! - `pg_dump` does not dump it (a logical copy carries no release: a server restored from one
 //!   records its own), nor is it meant to be written by hand (SELECT is granted to everyone).
 
-use super::worker::Failure;
-use super::SafeSearchPath;
+use super::{Failure, SafeSearchPath};
 use crate::server::state::{pages, witness};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;

@@ -16,8 +16,7 @@
 //! elsewhere.
 
 use super::release_records::{self, Records};
-use super::worker::Failure;
-use super::SafeSearchPath;
+use super::{Failure, SafeSearchPath};
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
 

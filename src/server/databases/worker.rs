@@ -7,6 +7,7 @@
 
 use super::release_records::{self, ReleaseRecord};
 use super::survey::{self, DatabaseReport};
+use super::{Failure, NO_WORKER};
 use crate::errors;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
@@ -32,40 +33,6 @@ pub enum Outcome {
     /// keeps no record).
     Recorded(bool),
 }
-
-/// Why a job failed: the SQLSTATE of its error, and its message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    pub code: String,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn new(code: &str, message: impl Into<String>) -> Failure {
-        Failure {
-            code: code.into(),
-            message: message.into(),
-        }
-    }
-
-    /// A worker that answered a job with another job's outcome, which no worker of this
-    /// version does.
-    pub fn unexpected() -> Failure {
-        Failure::new(
-            "XX000",
-            "its background worker answered with another job's outcome",
-        )
-    }
-
-    /// No background worker could be started.
-    pub fn no_worker(&self) -> bool {
-        self.code == NO_WORKER
-    }
-}
-
-/// SQLSTATE 53400, configuration_limit_exceeded: no worker was free, or there are none
-/// (single-user mode).
-const NO_WORKER: &str = "53400";
 
 /// The most a report may take in its segment: a survey lists at most
 /// [`survey::LISTED_COLUMNS`] columns, far below it.

@@ -1,54 +1,75 @@
-//! The one owner of start-up: it carries out the decision `snowid_core::startup` makes about
-//! what snowid's durable state is (every case is listed there), when a server first needs the
+//! Start-up, carried out: `snowid_core::startup` plans every case (its table lists them), and
+//! this module reads what the plan needs and writes what it says, when a server first needs the
 //! state after a (re)start, when `CREATE EXTENSION` or `ALTER EXTENSION ... UPDATE` makes sure
-//! it exists, when `snowid_info()` reports what generation would do, and when `pg_upgrade`
-//! brings a database with snowid into the cluster.
+//! it exists, and when `pg_upgrade` brings a database with snowid into the cluster
+//! ([`start`]); and what generation would do, without writing, for `snowid_info()` ([`outlook`]).
 //!
-//! This module gathers what the decision needs (the pages, and, only where they are missing,
-//! the witnesses: the cluster's, the databases', and earlier versions' files) and writes what it
-//! says: every state it creates, fresh or fenced, is written whole in one WAL record and made
-//! durable (flushed, and confirmed by the synchronous standbys) before anything uses it or any
-//! witness is left, under a lock that serialises every creation in the cluster. A crash or an
-//! error at any point before that leaves the pages missing and the evidence as it was, so the
-//! next try decides the same (the fault points of [`super::faults`] test each point).
+//! It reads the pages, and, only where they hold no state, the witnesses: the cluster's, the
+//! databases', and earlier versions' files. Where the pages hold no state (and whenever
+//! `pg_upgrade` brings databases in), the reading, the plan and the write happen under a lock
+//! that serialises them across the cluster, so that two databases never both create the state.
+//! A state created is written whole in one WAL record and made durable (flushed, and confirmed
+//! by the synchronous standbys) before anything uses it or any witness is left. A crash or an
+//! error at any point before that leaves the pages as they were and the evidence with them, so
+//! the next try plans the same (the fault points of [`super::faults`] test each point).
 
 use super::durability::make_durable;
-use super::{faults, old_files, pages, wal_records, witness};
-use crate::errors;
+use super::{faults, old_files, pages, persist, wal_records, witness};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{Change, DurableState, Unavailable, RELATION_NUMBER};
-use snowid_core::generator::Status;
-use snowid_core::startup::{decide, fence_for_upgrade, Found, Occasion, StartUp};
+use snowid_core::startup::{plan, Context, Found, Occasion, Plan, Reading, Status, Write};
 
-/// The state for generation, created first if the decision says so, and the witnesses left.
-/// Call with the writer's claim held, in a transaction, on a server that may write WAL.
-pub fn load(epoch_unix_ms: i64) -> Result<DurableState, Unavailable> {
-    let state = match pages::read() {
-        Found::State(state) => *state,
-        _ => settle(Occasion::Need, epoch_unix_ms)?,
+/// Start-up for `occasion`: reads, lets `planner` plan, writes what the plan says, durably, and
+/// leaves the witnesses that are not there yet. Call in a transaction, on a server that may
+/// write WAL (and, for generation, with the writer's claim held).
+pub fn start(
+    occasion: Occasion,
+    planner: &dyn Fn(Reading<'_>) -> Plan,
+) -> Result<Plan, Unavailable> {
+    let found = pages::read();
+    let _lock = match (&found, occasion) {
+        (Found::State(_), Occasion::Install | Occasion::Need) => None,
+        _ => Some(CreationLock::take()),
     };
-    leave_witnesses(false);
-    Ok(state)
-}
-
-/// Makes sure the state exists, for `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE`, and
-/// leaves the witnesses.
-pub fn ensure(epoch_unix_ms: i64) -> Result<(), Unavailable> {
-    if !matches!(pages::read(), Found::State(_)) {
-        settle(Occasion::Install, epoch_unix_ms)?;
+    if occasion == Occasion::PgUpgrade {
+        // The databases coming in bring their records of the releases; what this cluster's
+        // witness listed (after a trial of the new cluster, say) is not theirs. Forgotten first:
+        // a crash before the fence leaves nothing listed.
+        witness::forget_released();
     }
-    leave_witnesses(false);
-    Ok(())
+    // Under the lock, read again: another process may have written the state meanwhile.
+    let found = match _lock {
+        Some(_) => pages::read(),
+        None => found,
+    };
+    let plan = planner(Reading {
+        found,
+        witnessed: &witnessed,
+        timeline: wal_records::timeline(),
+    });
+    match &plan.write {
+        Write::Nothing => {}
+        Write::State => write_durably(&plan.state)?,
+        Write::Change(change) => persist(change)?,
+    }
+    leave_witnesses(occasion == Occasion::PgUpgrade);
+    Ok(plan)
 }
 
-/// What generation would do if the state were loaded now, without creating anything: for
-/// `snowid_info()` on a server that has not loaded it since it started.
-pub fn outlook(epoch_unix_ms: i64) -> Status {
-    let state = match decide(pages::read(), witnessed, Occasion::Need, epoch_unix_ms) {
-        StartUp::Loaded(state) | StartUp::Create(state) => state,
-    };
-    Status::of(&state.header, epoch_unix_ms)
+/// What generation would find if the state were loaded now, without writing anything: for
+/// `snowid_info()` on a server that has not loaded it since it started (on a standby too).
+pub fn outlook(context: &Context) -> Status {
+    plan(
+        Reading {
+            found: pages::read(),
+            witnessed: &witnessed,
+            timeline: 0,
+        },
+        Occasion::Need,
+        context,
+    )
+    .status
 }
 
 /// The lease end the pages record, without loading them: for `snowid_info()`.
@@ -61,49 +82,16 @@ pub fn recorded_lease_end() -> Option<i64> {
     }
 }
 
-/// Fences the state because `pg_upgrade` is bringing a database with snowid into this cluster
-/// (see `snowid_core::startup::fence_for_upgrade`): durably, in binary-upgrade mode, before the
-/// upgraded cluster ever starts normally. Leaves the cluster's witness, not a database's: the
-/// databases' directories are about to receive the old cluster's files.
-pub fn fence_for_pg_upgrade(epoch_unix_ms: i64) {
-    let _lock = CreationLock::take();
-    // The databases coming in bring their records of the releases; what this cluster's witness
-    // listed (after a trial of the new cluster, say) is not theirs. Forgotten first: a crash
-    // before the fence leaves nothing listed.
-    witness::forget_released();
-    let Some(state) = fence_for_upgrade(pages::read(), epoch_unix_ms) else {
-        return;
-    };
-    if let Err(unavailable) = write_durably(state) {
-        errors::state_unavailable(&unavailable);
-    }
-    leave_witnesses(true);
-}
-
 /// Whether anything witnesses that the cluster had the state: looked up only for pages found
 /// missing.
 fn witnessed() -> bool {
     witness::anywhere() || old_files::any_left()
 }
 
-/// Decides under the creation lock, and writes the state durably if the decision says so.
-fn settle(occasion: Occasion, epoch_unix_ms: i64) -> Result<DurableState, Unavailable> {
-    let _lock = CreationLock::take();
-    match decide(pages::read(), witnessed, occasion, epoch_unix_ms) {
-        StartUp::Loaded(state) => Ok(*state),
-        StartUp::Create(state) => {
-            let mut state = *state;
-            state.header.timeline = wal_records::timeline();
-            write_durably(state.clone())?;
-            Ok(state)
-        }
-    }
-}
-
 /// Writes a whole state in one WAL record and waits until it is durable, then says so in the
 /// log.
-fn write_durably(state: DurableState) -> Result<(), Unavailable> {
-    let lsn = pages::create(&state);
+fn write_durably(state: &DurableState) -> Result<(), Unavailable> {
+    let lsn = pages::create(state);
     faults::at(faults::Point::Logged);
     make_durable(lsn).map_err(|_| {
         Unavailable::NotReplicated(Box::new(Change::Init(Box::new(state.header.clone()))))

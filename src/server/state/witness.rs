@@ -21,7 +21,7 @@
 //! Their pages go through the buffer manager with a WAL record of their image, like the
 //! state's, so standbys, restores and base backups have them, and a checkpoint cannot fall
 //! between the record and the page. `pg_upgrade` carries none of them over: it carries no state
-//! either (see `startup::fence_for_upgrade`).
+//! either (see `snowid_core::startup`).
 
 use super::pages::{first_page_contents, has_pages, locator_in, write_pages, Locator};
 use pgrx::pg_sys;

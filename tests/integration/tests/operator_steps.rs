@@ -452,7 +452,10 @@ fn a_promoted_standby_starts_past_its_clock_by_the_margin_and_keeps_releases() {
         assert_generates_above(&mut db, 1, first, "after a restart");
         assert_released(&mut db, 9, "after a restart");
         assert_eq!(
-            standby.log().matches("snowid resumed on timeline").count(),
+            standby
+                .log()
+                .matches("snowid recorded its promotion to timeline")
+                .count(),
             1,
             "the new timeline is recorded once, not again at the restart"
         );

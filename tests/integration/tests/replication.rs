@@ -128,11 +128,24 @@ fn a_hot_standby_refuses_to_generate_and_still_decodes() {
 /// Guards against a promoted standby reissuing its old primary's IDs (52,131 duplicates with a
 /// clock 2 s behind; 341,901 after a burst): the lease travels in WAL, so the standby, whose
 /// clock runs five minutes behind, promoted after an immediate stop of its primary, resumes every
-/// shard above every replicated ID, both after a burst that ran ahead and at a normal rate. The
-/// primary runs with fsync on, so the durable path is the one exercised.
+/// shard above every replicated ID, both after IDs dated ahead of the primary's clock and at a
+/// normal rate. The burst runs ahead of the clock as far as the machine's speed takes it; then
+/// the primary's clock steps back 3 s, which its time base does not follow, so that shard 1's
+/// last IDs are dated seconds ahead of the clock whatever the machine's speed (an assert-enabled
+/// server is several times slower). The primary runs with fsync on, so the durable path is the
+/// one exercised.
 #[test]
 fn failover_to_a_standby_whose_clock_is_behind() {
-    let mut primary = Cluster::preloaded(&[("snowid.max_lead", "'60s'"), ("fsync", "on")]);
+    let mut primary = Cluster::init();
+    primary.fake_wall_clock();
+    primary.set("shared_preload_libraries", "'snowid'");
+    primary.set("snowid.max_lead", "'60s'");
+    primary.set("fsync", "on");
+    primary.start().unwrap();
+    primary
+        .client()
+        .batch_execute("CREATE EXTENSION snowid")
+        .unwrap();
     let mut standby = Cluster::base_backup_of(&primary, true);
     standby.fake_wall_clock();
     standby.set_wall_clock_offset("-5m");
@@ -140,6 +153,9 @@ fn failover_to_a_standby_whose_clock_is_behind() {
 
     let mut db = primary.client();
     fill(&mut db);
+    primary.set_wall_clock_offset("-3s");
+    db.batch_execute("INSERT INTO t SELECT snowid_next(1) FROM generate_series(1, 1000)")
+        .unwrap();
     let lead = burst_lead(&mut db);
     assert!(lead > 0.5, "the burst ran ahead of the clock ({lead} s)");
     standby.wait_for_replay_of(&primary);

@@ -127,5 +127,14 @@ SELECT snowid_resume_above(0);
 SELECT snowid_release(1);
 SELECT snowid_take_back(1, 1024);
 SELECT snowid_resume_above_columns();
+SELECT snowid_resume_above_columns(released => '{7}');
+-- The record of released shards: everyone reads it, nobody but snowid writes it (a forged or
+-- emptied record would change what a fence lifts with).
+SELECT count(*) FROM snowid_released_shards;
+INSERT INTO snowid_released_shards VALUES (now(), '{}', '{}');
+DELETE FROM snowid_released_shards;
 RESET ROLE;
+SELECT c.relname, r.rolsuper AS owned_by_a_superuser, c.relacl
+FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+WHERE c.relname = 'snowid_released_shards';
 DROP ROLE owner_not_super;
