@@ -54,9 +54,15 @@ fn the_resume_reads_text_keys_and_domains() {
     assert!(domain_max > text_max && text_max > max_id(&mut db));
     drop(db);
     lose_the_state(&mut cluster, 5, text_max);
-    let mut db = cluster.client();
+    let (mut db, notices) = cluster.client_recording_notices();
     assert_clock_behind(&mut db, text_max);
     let rows = resume_rows(&mut db);
+    // The key that set the floor is dated 10 minutes ahead of this server's clock, further than
+    // snowid issues ahead of it: the resume names it.
+    let named = notices.lock().unwrap().iter().any(|n| {
+        n.contains(&format!("above {domain_max}, the highest key")) && n.contains("public.td.id")
+    });
+    assert!(named, "a NOTICE names the key: {:?}", notices.lock().unwrap());
     for expected in [
         (
             "postgres".to_string(),
