@@ -134,7 +134,9 @@ SELECT count(*) FROM snowid_released_shards;
 INSERT INTO snowid_released_shards VALUES (now(), '{}', '{}');
 DELETE FROM snowid_released_shards;
 RESET ROLE;
-SELECT c.relname, r.rolsuper AS owned_by_a_superuser, c.relacl
+SELECT c.relname, r.rolsuper AS owned_by_a_superuser,
+       (SELECT string_agg(a.privilege_type, ', ' ORDER BY a.privilege_type)
+        FROM aclexplode(c.relacl) a WHERE a.grantee = 0) AS granted_to_public
 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
 WHERE c.relname = 'snowid_released_shards';
 DROP ROLE owner_not_super;
