@@ -289,3 +289,8 @@ ARM64_QEMU=$ARM64_TREE/usr/bin/qemu-aarch64
 # Where each major's arm64 headers and pg_config are, inside the cross-build tree.
 ARM64_DEV=/usr/local/lib/snowid-arm64
 arm64_pg_config_of() { echo "$ARM64_DEV/pg$1/pg_config"; }
+# The majors that SNOWID_PG=all means to the tests of packages and images: for arm64, those
+# Debian has an arm64 server for.
+all_majors() {
+    if [ "${SNOWID_ARCH:-}" = arm64 ]; then echo "${ARM64_MAJORS[@]}"; else echo "${PG_MAJORS[@]}"; fi
+}
