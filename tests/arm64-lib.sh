@@ -7,14 +7,15 @@
 
 ARM64_GROUP_PIDS=()
 declare -A ARM64_STATUS_FILE=()
-# arm64_spawn LOG [-b HOST:GUEST]... ROOT CMD...: CMD in the background, in a namespace of its own,
+# arm64_spawn LOG [-b HOST:GUEST]... ROOT CMD...: CMD in the background, in a namespace of its own
+# (with its own /proc, which proot reads),
 # its output appended to LOG; sets SPAWNED to the group's pid (the process to kill, and to wait for
 # with arm64_wait, which prints CMD's exit status).
 arm64_spawn() {
     local log=$1
     shift
     rm -f "$log.status"
-    $SUDO unshare --pid --fork --kill-child /bin/bash -c '"${@:2}"; echo $? >"$1"' bash "$log.status" \
+    $SUDO unshare --pid --fork --kill-child --mount-proc /bin/bash -c '"${@:2}"; echo $? >"$1"' bash "$log.status" \
         "$SNOWID_ROOT/scripts/arm64" run "$@" >>"$log" 2>&1 &
     SPAWNED=$!
     ARM64_GROUP_PIDS+=("$SPAWNED")
@@ -35,6 +36,8 @@ arm64_kill() {
     $SUDO pkill -KILL -P "$1" 2>/dev/null || true
     $SUDO kill -KILL "$1" 2>/dev/null || true
     for _ in $(seq 1 120); do arm64_running "$1" || break; sleep 0.5; done
+    # Reaped here, so that the shell does not report the kill.
+    wait "$1" 2>/dev/null || true
 }
 
 # arm64_end_all: kills every group still running (for traps).
