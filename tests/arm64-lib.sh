@@ -18,6 +18,8 @@ arm64_spawn() {
     $SUDO unshare --pid --fork --kill-child --mount-proc /bin/bash -c '"${@:2}"; echo $? >"$1"' bash "$log.status" \
         "$SNOWID_ROOT/scripts/arm64" run "$@" >>"$log" 2>&1 &
     SPAWNED=$!
+    # Its status is in the file; the shell need not report how it ended.
+    disown "$SPAWNED"
     ARM64_GROUP_PIDS+=("$SPAWNED")
     ARM64_STATUS_FILE[$SPAWNED]=$log.status
 }
@@ -36,8 +38,6 @@ arm64_kill() {
     $SUDO pkill -KILL -P "$1" 2>/dev/null || true
     $SUDO kill -KILL "$1" 2>/dev/null || true
     for _ in $(seq 1 120); do arm64_running "$1" || break; sleep 0.5; done
-    # Reaped here, so that the shell does not report the kill.
-    wait "$1" 2>/dev/null || true
 }
 
 # arm64_end_all: kills every group still running (for traps).
