@@ -15,7 +15,11 @@ arm64_spawn() {
     local log=$1
     shift
     rm -f "$log.status"
-    $SUDO unshare --pid --fork --kill-child --mount-proc /bin/bash -c '"${@:2}"; echo $? >"$1"' bash "$log.status" \
+    # proot's own files (its loader) go beside the log, not to /tmp, where a group that is killed
+    # would leave them.
+    mkdir -p "$log.proot"
+    chmod 755 "$log.proot"
+    PROOT_TMP_DIR=$log.proot $SUDO unshare --pid --fork --kill-child --mount-proc /bin/bash -c '"${@:2}"; echo $? >"$1"' bash "$log.status" \
         "$SNOWID_ROOT/scripts/arm64" run "$@" >>"$log" 2>&1 &
     SPAWNED=$!
     # Its status is in the file; the shell need not report how it ended.
