@@ -296,3 +296,28 @@ podman_cmd() {
             --storage-driver=vfs --cgroup-manager=cgroupfs "$@"
     fi
 }
+
+# arm64 (scripts/arm64, docs/arm64.md). SNOWID_ARCH=arm64 makes scripts/package, scripts/image
+# and scripts/test build and test for arm64 instead of this machine's architecture: cross-built
+# in a Debian unstable tree of its own (SNOWID_ARM64_TREE, /opt/snowid-sid-arm64 by default),
+# tested under qemu in an arm64 root of Debian's own server per major (SNOWID_ARM64_ROOTS, /opt,
+# holds snowid-arm64-pgNN). Debian has arm64 servers for 15, 17, 18 and 19; none for 16, and no
+# other registry here has one.
+ARM64_MAJORS=(15 17 18 19)
+ARM64_TREE=${SNOWID_ARM64_TREE:-/opt/snowid-sid-arm64}
+ARM64_ROOTS=${SNOWID_ARM64_ROOTS:-/opt}
+arm64_root_of() { echo "$ARM64_ROOTS/snowid-arm64-pg$1"; }
+arm64_check_major() {
+    [[ " ${ARM64_MAJORS[*]} " = *" $1 "* ]] ||
+        die "no arm64 build for PostgreSQL $1: Debian has arm64 servers for ${ARM64_MAJORS[*]} only, and no other registry here has one for 16"
+}
+# qemu-aarch64 of the cross-build tree's qemu-user: a static program, which the host runs too.
+ARM64_QEMU=$ARM64_TREE/usr/bin/qemu-aarch64
+# Where each major's arm64 headers and pg_config are, inside the cross-build tree.
+ARM64_DEV=/usr/local/lib/snowid-arm64
+arm64_pg_config_of() { echo "$ARM64_DEV/pg$1/pg_config"; }
+# The majors that SNOWID_PG=all means to the tests of packages and images: for arm64, those
+# Debian has an arm64 server for.
+all_majors() {
+    if [ "${SNOWID_ARCH:-}" = arm64 ]; then echo "${ARM64_MAJORS[@]}"; else echo "${PG_MAJORS[@]}"; fi
+}
