@@ -837,7 +837,7 @@ pub fn unknown_setting_at_startup(name: &str, suggestion: Option<&str>) -> ! {
     report = match suggestion {
         Some(real) => report.set_hint(format!("Perhaps you meant \"{real}\".")),
         None => report
-            .set_hint("The snowid settings are snowid.epoch, snowid.max_lead and snowid.shards."),
+            .set_hint("The snowid settings are snowid.epoch, snowid.max_lead, snowid.shards and snowid.promotion_margin."),
     };
     report.report(PgLogLevel::FATAL);
     unreachable!("a FATAL report does not return")

@@ -62,7 +62,11 @@ fn the_resume_reads_text_keys_and_domains() {
     let named = notices.lock().unwrap().iter().any(|n| {
         n.contains(&format!("above {domain_max}, the highest key")) && n.contains("public.td.id")
     });
-    assert!(named, "a NOTICE names the key: {:?}", notices.lock().unwrap());
+    assert!(
+        named,
+        "a NOTICE names the key: {:?}",
+        notices.lock().unwrap()
+    );
     for expected in [
         (
             "postgres".to_string(),
