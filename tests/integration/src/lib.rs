@@ -811,3 +811,110 @@ impl Drop for Watchdog {
         }
     }
 }
+
+/// Waits until `condition` holds, polling; fails the test with `what` after `limit`. For a
+/// condition the test can observe, in place of a sleep sized for this machine's speed.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `ALTER SYSTEM SET name = value`, a reload, and a wait until `db`'s own session sees the
+/// setting as `shown` (a session rereads its settings between statements, not during one): what
+/// a test does before it checks a reload's effect in that session.
+pub fn set_and_reload(db: &mut Client, name: &str, value: &str, shown: &str) {
+    db.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
+        .unwrap_or_else(|e| panic!("ALTER SYSTEM SET {name} = '{value}': {e}"));
+    db.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until(
+        &format!("the session sees {name} = '{shown}'"),
+        std::time::Duration::from_secs(30),
+        || {
+            let now: String = db
+                .query_one("SELECT current_setting($1)", &[&name])
+                .unwrap()
+                .get(0);
+            now == shown
+        },
+    );
+}
+
+/// Creates `worker_pid()`, the process ID of whichever process evaluates it, marked parallel
+/// safe (PL/pgSQL, so that it is not inlined into `pg_backend_pid()`, which is parallel
+/// restricted), so that a statement can show which of its rows parallel workers computed.
+pub fn create_worker_pid(db: &mut Client) {
+    db.batch_execute(
+        "CREATE FUNCTION worker_pid() RETURNS int LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+         AS $$ BEGIN RETURN pg_backend_pid(); END $$;",
+    )
+    .expect("create worker_pid()");
+}
+
+/// Session settings under which a scan of a table of a few hundred thousand rows runs in
+/// `workers` parallel workers.
+pub fn parallel_settings(workers: i32) -> String {
+    format!(
+        "SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+         SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = {workers};"
+    )
+}
+
+/// What one statement of `n` IDs on one shard did.
+#[derive(Debug)]
+pub struct Burst {
+    /// How many IDs, and how many distinct.
+    pub count: i64,
+    pub distinct: i64,
+    /// How far the furthest ID was dated past the clock read just after it was issued, in
+    /// seconds. (Read before, the time the call waited, or this machine kept it waiting, would
+    /// count as lead.)
+    pub lead_s: f64,
+    /// The shard's throttled waits since the server started: each is a caller that reached
+    /// `snowid.max_lead` and waited for the clock.
+    pub waits: i64,
+    /// How many of its milliseconds filled all 1,024 IDs: none means the statement never
+    /// outran the layout's ceiling here, so it could not run ahead of the clock.
+    pub full_ms: i64,
+    /// How far the wall clock was behind the time base at the last comparison after it, in
+    /// seconds (`snowid_info().clock_behind`): the lead is bounded against the time base, which
+    /// never steps back, and the wall clock may lag it by a few milliseconds.
+    pub clock_behind_s: f64,
+}
+
+/// Takes `n` IDs for `shard` in one statement, as fast as this server issues them.
+pub fn burst(db: &mut Client, shard: i32, n: i32) -> Burst {
+    let _watchdog = Watchdog::new(db, std::time::Duration::from_secs(120));
+    let row = db
+        .query_one(
+            "SELECT count(*), count(DISTINCT id),
+                    max(extract(epoch FROM snowid_timestamp(id) - at))::float8,
+                    count(*) FILTER (WHERE snowid_seq(id) = 1023)
+             FROM (SELECT id, clock_timestamp() AS at
+                   FROM (SELECT snowid_next($1::int) AS id FROM generate_series(1, $2)
+                         OFFSET 0) ids) s",
+            &[&shard, &n],
+        )
+        .unwrap_or_else(|e| panic!("a burst of {n} IDs on shard {shard}: {e}"));
+    let after = db
+        .query_one(
+            "SELECT throttled_waits, (SELECT extract(epoch FROM clock_behind)::float8
+                                      FROM snowid_info())
+             FROM snowid_stats() WHERE shard = $1",
+            &[&shard],
+        )
+        .unwrap();
+    Burst {
+        count: row.get(0),
+        distinct: row.get(1),
+        lead_s: row.get(2),
+        waits: after.get(0),
+        full_ms: row.get(3),
+        clock_behind_s: after.get(1),
+    }
+}
