@@ -301,9 +301,15 @@ pub fn lose_the_state(cluster: &mut Cluster, shard: i32, old_max: i64) {
 
 /// A second server whose clock is 10 minutes behind, that owns every shard.
 pub fn server_b() -> Cluster {
+    server_with_clock(BEHIND)
+}
+
+/// A started server with snowid created, whose wall clock runs `offset` (such as `+10m`) from
+/// real time, that owns every shard.
+pub fn server_with_clock(offset: &str) -> Cluster {
     let mut b = Cluster::init();
     b.fake_wall_clock();
-    b.set_wall_clock_offset(BEHIND);
+    b.set_wall_clock_offset(offset);
     b.set("shared_preload_libraries", "'snowid'");
     start(&mut b);
     b.client().batch_execute("CREATE EXTENSION snowid").unwrap();

@@ -88,25 +88,27 @@ impl Cluster {
         Some(Cluster::init_in(bindir_of(&pg_config)))
     }
 
+    /// Runs initdb with data checksums (`--data-checksums`) in a fresh temporary directory.
+    pub fn init_with_data_checksums() -> Cluster {
+        Cluster::init_with_args(new_dir(), bindir_of(&pg_config()), &["--data-checksums"])
+    }
+
     fn init_in(bindir: PathBuf) -> Cluster {
         Cluster::init_with(new_dir(), bindir)
     }
 
     fn init_with(dir: PathBuf, bindir: PathBuf) -> Cluster {
+        Cluster::init_with_args(dir, bindir, &[])
+    }
+
+    fn init_with_args(dir: PathBuf, bindir: PathBuf, args: &[&str]) -> Cluster {
         let cluster = Cluster::unstarted(dir, bindir);
         let pgdata = cluster.pgdata();
         let out = cluster
             .server_command("initdb")
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "-D",
-            ])
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+            .args(args)
+            .arg("-D")
             .arg(&pgdata)
             .output()
             .expect("run initdb");
@@ -199,6 +201,74 @@ impl Cluster {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// Archives this cluster's WAL, from its next start on, into a directory of its own, which
+    /// it returns (removed with the cluster: keep it until the restores from it are done).
+    pub fn archive_wal(&self) -> PathBuf {
+        let archive = self.dir.join("archive");
+        self.run_as_server_user("mkdir", &[archive.as_os_str()]);
+        self.set("archive_mode", "on");
+        self.set(
+            "archive_command",
+            &format!("'cp %p {}/%f'", archive.display()),
+        );
+        archive
+    }
+
+    /// Switches to a new WAL segment and waits until the archiver has archived it: everything
+    /// written so far is in the archive.
+    pub fn wait_for_archive(&self) {
+        let mut db = self.client();
+        let last_segment: String = db
+            .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+            .unwrap()
+            .get(0);
+        wait_until(
+            &format!("the archiver has archived {last_segment}"),
+            std::time::Duration::from_secs(60),
+            || {
+                db.query_one(
+                    "SELECT coalesce(last_archived_wal >= $1, false) FROM pg_stat_archiver",
+                    &[&last_segment],
+                )
+                .unwrap()
+                .get(0)
+            },
+        );
+    }
+
+    /// Makes this stopped copy of a base backup a restore that replays WAL from `archive`: to
+    /// the restore point `target` and no further, if one is named, then ends recovery on a new
+    /// timeline.
+    pub fn restore_from(&self, archive: &std::path::Path, target: Option<&str>) {
+        self.set(
+            "restore_command",
+            &format!("'cp {}/%f %p'", archive.display()),
+        );
+        self.set("archive_mode", "off");
+        if let Some(name) = target {
+            self.set("recovery_target_name", &format!("'{name}'"));
+            self.set("recovery_target_action", "'promote'");
+        }
+        self.run_as_server_user(
+            "touch",
+            &[self.pgdata().join("recovery.signal").as_os_str()],
+        );
+    }
+
+    /// Waits until the server has left recovery: a restore or a promotion is over.
+    pub fn wait_until_out_of_recovery(&self) {
+        let mut db = self.client();
+        wait_until(
+            "recovery has ended",
+            std::time::Duration::from_secs(60),
+            || {
+                !db.query_one("SELECT pg_is_in_recovery()", &[])
+                    .unwrap()
+                    .get::<_, bool>(0)
+            },
+        );
     }
 
     /// This cluster's own directory (the data directory is `data` inside it), owned by the
