@@ -363,6 +363,7 @@ pub fn hand_off(a: &Cluster, shard: i32, a_max: i64) {
 pub fn has_pg_upgrade(test: &str) -> bool {
     let bin_dir = pg_bin_dir();
     if bin_dir.join("pg_upgrade").exists() {
+        crate::ran(test);
         return true;
     }
     crate::not_run(

@@ -789,6 +789,19 @@ pub fn not_run(test: &str, why: &str) {
     }
 }
 
+/// Records that a test which does not run everywhere (on a build without a tool it needs, or on
+/// a major it is not meant for) ran here: a line appended to the file `SNOWID_RAN` names, if it
+/// is set, from which the test command checks that every such test ran on some major of the
+/// run, and on the major it is meant for.
+pub fn ran(test: &str) {
+    if let Ok(path) = std::env::var("SNOWID_RAN") {
+        let line = format!("{test}: ran on PostgreSQL {}\n", major());
+        if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     Command::new("id")

@@ -8,7 +8,7 @@
 use snowid_integration::patroni::{missing_patroni, wait_for, PatroniCluster};
 use snowid_integration::postgres::config::TargetSessionAttrs;
 use snowid_integration::postgres::{Client, NoTls};
-use snowid_integration::{not_run, say};
+use snowid_integration::{not_run, ran, say};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -204,6 +204,7 @@ fn patroni_operations(synchronous: bool) {
         not_run(&test, &why);
         return;
     }
+    ran(&test);
     let mut cluster = PatroniCluster::start(mode, synchronous, ["+0", "-30s"]);
     let ports = [cluster.nodes[0].pg_port, cluster.nodes[1].pg_port];
     cluster.nodes[0]

@@ -256,6 +256,7 @@ fn pg_upgrade_fences_the_new_cluster_until_resumed() {
         );
         return;
     }
+    snowid_integration::ran("pg_upgrade_fences_the_new_cluster_until_resumed");
     upgrade_fences_until_resumed(old);
 }
 
@@ -272,6 +273,9 @@ fn pg_upgrade_from_the_major_before_fences_the_new_cluster_until_resumed() {
         );
         return;
     };
+    snowid_integration::ran(
+        "pg_upgrade_from_the_major_before_fences_the_new_cluster_until_resumed",
+    );
     let old_major = old.version();
     let new_major = snowid_integration::major();
     assert_ne!(
@@ -370,6 +374,7 @@ fn state_records_are_named_and_described_in_the_wal() {
         );
         return;
     }
+    snowid_integration::ran("state_records_are_named_and_described_in_the_wal");
     let start: String = db
         .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
         .unwrap()
