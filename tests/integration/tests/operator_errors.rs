@@ -289,13 +289,14 @@ fn wait_until_commits_wait_for_standbys(cluster: &Cluster, control: &mut Client)
     }
 }
 
-/// Guards against a release or a take-back that reads `synchronous_standby_names` from its own
-/// backend's copy, which a backend that has not yet seen a reload still holds: two sessions
-/// start a release of shard 7 and a take-back of shard 9 in statements that first wait for a
-/// lock the test holds; meanwhile the standby `nobody` is named and reloaded, and a new
-/// session's commit is seen waiting for it. Released, each statement finds its own session's
+/// Guards against a release, a take-back or a lease that reads `synchronous_standby_names` from
+/// its own backend's copy, which a backend that has not yet seen a reload still holds: three
+/// sessions start a release of shard 7, a take-back of shard 9 and IDs until a new lease is
+/// needed, in statements that first wait for a lock the test holds; meanwhile the standby
+/// `nobody` is named and reloaded, and a new session's commit is seen waiting for it. Released, each statement finds its own session's
 /// setting still empty (it rereads it only between statements; otherwise it changes nothing and
-/// the test fails), and waits for the standby all the same, until cancelled.
+/// the test fails), and waits for the standby all the same, until cancelled (57014, naming the
+/// change).
 #[test]
 fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
     let cluster = cluster_with_rows(8, 100);
@@ -318,7 +319,7 @@ fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
     // A lock for each session, so that each goes on alone: the other still waits for its lock,
     // not for the writer's claim the first one holds while it waits for the standby.
     control
-        .batch_execute("SELECT pg_advisory_lock(1), pg_advisory_lock(2)")
+        .batch_execute("SELECT pg_advisory_lock(1), pg_advisory_lock(2), pg_advisory_lock(3)")
         .unwrap();
     let changes = [
         (
@@ -328,6 +329,14 @@ fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
         (
             format!("snowid_take_back(9, {theirs})"),
             "snowid's take-back of shard 9",
+        ),
+        // IDs until one needs a new lease, a millisecond apart, so that none waits for the
+        // clock (a wait of the same kind, which a cancel would end with its own error).
+        (
+            "(SELECT count(snowid_next(5)) FROM generate_series(1, 100000) g
+              WHERE pg_sleep(0.001) IS NOT NULL)"
+                .to_string(),
+            "snowid's lease",
         ),
     ];
     std::thread::scope(|scope| {
@@ -366,6 +375,18 @@ fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
         control.batch_execute("SELECT pg_reload_conf()").unwrap();
         wait_until_commits_wait_for_standbys(&cluster, &mut control);
         for (pid, says, lock, session) in sessions {
+            // The lease's session starts once no lease is left, so that its first ID needs a
+            // new one (a renewal ahead of need would give up on the cancel, and leave the wait
+            // to the call that needs the lease).
+            wait_until("no lease is left", DEADLINE, || {
+                control
+                    .query_one(
+                        "SELECT high_water_mark < clock_timestamp() FROM snowid_info()",
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0)
+            });
             control
                 .query_one("SELECT pg_advisory_unlock($1)", &[&i64::from(lock)])
                 .unwrap();

@@ -247,6 +247,15 @@ fn patroni_operations(synchronous: bool) {
         events.push((event, started, over, Instant::now()));
 
         let event = "kill -9 failover to node1 (replay paused, clock 60 s behind)";
+        if synchronous {
+            // Patroni fails over only to the node its store names the synchronous standby,
+            // which it does a few seconds after the switchover.
+            wait_for(
+                "node1 is the synchronous standby",
+                Duration::from_secs(60),
+                || cluster.nodes[0].is_sync_standby(),
+            );
+        }
         let started = Instant::now();
         cluster.nodes[0].set_clock("-60s");
         let mut standby = cluster.nodes[0].client().unwrap();

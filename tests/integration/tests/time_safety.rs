@@ -354,3 +354,41 @@ fn exhaustion_within_a_year_is_warned_at_startup() {
     assert!(cluster.log().contains(&expected), "{}", cluster.log());
     assert!(next(&mut cluster.client(), 0) > 0);
 }
+
+/// Guards against the sign bit: once the epoch's 2^40 ms have run out, `snowid_next` must refuse
+/// (54000, saying when the time field ran out) rather than return a negative ID or wrap to an
+/// old one, and `snowid_info()` says when that was. The epoch is set a day further back than
+/// 2^40 ms, computed from today so that the test never goes stale.
+#[test]
+fn an_exhausted_time_field_refuses_with_54000_and_never_a_negative_id() {
+    let epoch_ms = snowid_integration::now_unix_ms() - (1_i64 << 40) - 86_400_000;
+    let epoch = snowid_core::epoch::format(epoch_ms);
+    let cluster = Cluster::preloaded(&[("snowid.epoch", &format!("'{epoch}'"))]);
+    let mut db = cluster.client();
+    for sql in [
+        "SELECT snowid_next(0)",
+        "SELECT snowid_next()",
+        "SELECT max(snowid_next(1)) FROM generate_series(1, 10000)",
+    ] {
+        match db.query_one(sql, &[]) {
+            Ok(row) => panic!(
+                "{sql} issued {:?} after the time field ran out",
+                row.get::<_, Option<i64>>(0)
+            ),
+            Err(err) => {
+                let e = err.as_db_error().expect("a server error");
+                assert_eq!(e.code().code(), "54000", "{sql}: {e:?}");
+                assert!(
+                    e.message()
+                        .starts_with("snowid time field is exhausted since "),
+                    "{sql}: {e:?}"
+                );
+            }
+        }
+    }
+    let exhausted_in_the_past: bool = db
+        .query_one("SELECT exhausted_at < now() FROM snowid_info()", &[])
+        .unwrap()
+        .get(0);
+    assert!(exhausted_in_the_past);
+}
