@@ -75,7 +75,13 @@ fn a_cluster_straight_from_0_2_0_is_fenced_across_every_kind_of_restart_until_re
 
     let still_fenced = |cluster: &Cluster, after: &str| {
         let mut db = cluster.client();
-        let err = db.query_one("SELECT snowid_next(1)", &[]).unwrap_err();
+        let err = match db.query_one("SELECT snowid_next(1)", &[]) {
+            Ok(row) => panic!(
+                "after {after}: snowid_next(1) issued {} instead of refusing",
+                row.get::<_, i64>(0)
+            ),
+            Err(err) => err,
+        };
         assert_fenced(
             &err,
             "is missing, cut short or zeroed in a cluster that had it",

@@ -316,6 +316,27 @@ fn patroni_operations(synchronous: bool) {
     });
 
     let seen = seen.into_inner().unwrap();
+    // First what the test exists for: no ID handed out twice.
+    let errors: Vec<String> = seen
+        .errors
+        .iter()
+        .map(|(code, n)| format!("{n} × {code}"))
+        .collect();
+    assert!(
+        seen.duplicates.is_empty(),
+        "{} inserts met a key already there (23505), the duplicate this test exists to catch: \
+         {:?}; all errors: {errors:?}",
+        seen.duplicates.len(),
+        seen.duplicates
+    );
+    let distinct: HashSet<i64> = seen.ids.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        seen.ids.len(),
+        "{} IDs handed out twice",
+        seen.ids.len() - distinct.len()
+    );
+    assert!(seen.ids.iter().all(|id| (id >> 10) & 8191 == 5));
     let leader = cluster.leader().expect("a leader after the switch back");
     let mut last_leader = cluster.nodes[leader].client().unwrap();
     assert_released(&mut last_leader, "the leader after the switch back");
@@ -348,26 +369,6 @@ fn patroni_operations(synchronous: bool) {
         promoted_ahead_s >= 90.5,
         "the first ID after the failover is dated {promoted_ahead_s:.1} s past the promoted node's clock, not the promotion margin (90 s) and the lead"
     );
-    let errors: Vec<String> = seen
-        .errors
-        .iter()
-        .map(|(code, n)| format!("{n} × {code}"))
-        .collect();
-    assert!(
-        seen.duplicates.is_empty(),
-        "{} inserts met a key already there (23505), the duplicate this test exists to catch: \
-         {:?}; all errors: {errors:?}",
-        seen.duplicates.len(),
-        seen.duplicates
-    );
-    let distinct: HashSet<i64> = seen.ids.iter().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        seen.ids.len(),
-        "{} IDs handed out twice",
-        seen.ids.len() - distinct.len()
-    );
-    assert!(seen.ids.iter().all(|id| (id >> 10) & 8191 == 5));
     let mut report = format!(
         "{test}: {} IDs handed out ({} inserted, {} by bare SELECTs), none twice; the promoted node's clock was {sharp_behind_s:.1} s behind the newest ID, and its first ID {promoted_ahead_s:.1} s ahead of it",
         seen.ids.len(),
