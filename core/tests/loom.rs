@@ -354,10 +354,19 @@ fn the_state_is_loaded_and_created_once() {
     });
 }
 
-/// Guards against a durable release that a racing caller outruns, or a resume that lets a
-/// racing caller issue below the ID it resumed above: a release races an issuer, then a resume
-/// races another; no ID is issued after the release at or above its last ID, and every ID after
-/// the resume is above the ID resumed above.
+/// How many explored interleavings of [`releases_and_resumes_race_callers_safely`] had a caller
+/// start after the resume returned: the test checks that some did, so that its check of those
+/// callers' IDs cannot pass by never running.
+static ISSUED_AFTER_THE_RESUME: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Guards against a durable release that a racing caller outruns, and against a resume that
+/// lets a caller racing it on the fast path issue below the ID it resumed above (a floor raised
+/// after the resume returns, or published before the shards are raised): a release races an
+/// issuer on shard 2; then a resume races an issuer on shard 1, which is not released, so the
+/// issuer takes the fast path. No ID is issued after the release at or above its last ID; every
+/// ID for shard 1 from a call that starts after the resume returned is above the ID resumed
+/// above, and every ID for it stays above the issuer's; the resume leaves shard 2 released.
 #[test]
 fn releases_and_resumes_race_callers_safely() {
     model(|| {
@@ -366,6 +375,7 @@ fn releases_and_resumes_race_callers_safely() {
         let host = Host::new(1, disk.clone());
         let g = Generator::new(&shared, &host, EPOCH, 10_000);
         g.next_id(shard(2)).unwrap();
+        g.next_id(shard(1)).unwrap();
 
         let issuer = {
             let (shared, disk) = (shared.clone(), disk.clone());
@@ -382,19 +392,42 @@ fn releases_and_resumes_race_callers_safely() {
         assert_eq!(disk.releases.load(SeqCst), 1);
 
         let above = compose(decompose(last).unwrap().ms + 3, 2, 0).unwrap();
+        let resumed = Arc::new(loom::sync::atomic::AtomicBool::new(false));
         let issuer = {
-            let (shared, disk) = (shared.clone(), disk.clone());
+            let (shared, disk, resumed) = (shared.clone(), disk.clone(), resumed.clone());
             thread::spawn(move || {
                 let host = Host::new(2, disk);
-                Generator::new(&shared, &host, EPOCH, 10_000).next_id(shard(2))
+                let g = Generator::new(&shared, &host, EPOCH, 10_000);
+                (0..2)
+                    .map(|_| {
+                        let after_the_resume = resumed.load(SeqCst);
+                        let id = g.next_id(shard(1)).expect("shard 1 is not released");
+                        (after_the_resume, id)
+                    })
+                    .collect::<Vec<_>>()
             })
         };
         g.resume_above(decompose(above).unwrap()).unwrap();
-        match issuer.join().unwrap() {
-            Ok(id) => assert!(id > above, "{id} issued below the resume above {above}"),
-            Err(e) => assert!(matches!(e, Refused::Released), "{e:?}"),
+        resumed.store(true, SeqCst);
+        let issued = issuer.join().unwrap();
+        assert!(issued[1].1 > issued[0].1, "{issued:?}");
+        for &(after_the_resume, id) in &issued {
+            if after_the_resume {
+                ISSUED_AFTER_THE_RESUME.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                assert!(id > above, "{id} issued below the resume above {above}");
+            }
         }
+        let next = g.next_id(shard(1)).unwrap();
+        assert!(
+            next > above && next > issued[1].1,
+            "{next} after {issued:?}"
+        );
+        assert_eq!(g.next_id(shard(2)), Err(Refused::Released));
     });
+    assert!(
+        ISSUED_AFTER_THE_RESUME.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "no explored interleaving had a caller start after the resume returned"
+    );
 }
 
 /// Guards against a fence that a racing caller slips past: a server loaded fenced refuses

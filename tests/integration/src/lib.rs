@@ -88,25 +88,27 @@ impl Cluster {
         Some(Cluster::init_in(bindir_of(&pg_config)))
     }
 
+    /// Runs initdb with data checksums (`--data-checksums`) in a fresh temporary directory.
+    pub fn init_with_data_checksums() -> Cluster {
+        Cluster::init_with_args(new_dir(), bindir_of(&pg_config()), &["--data-checksums"])
+    }
+
     fn init_in(bindir: PathBuf) -> Cluster {
         Cluster::init_with(new_dir(), bindir)
     }
 
     fn init_with(dir: PathBuf, bindir: PathBuf) -> Cluster {
+        Cluster::init_with_args(dir, bindir, &[])
+    }
+
+    fn init_with_args(dir: PathBuf, bindir: PathBuf, args: &[&str]) -> Cluster {
         let cluster = Cluster::unstarted(dir, bindir);
         let pgdata = cluster.pgdata();
         let out = cluster
             .server_command("initdb")
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "-D",
-            ])
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+            .args(args)
+            .arg("-D")
             .arg(&pgdata)
             .output()
             .expect("run initdb");
@@ -199,6 +201,74 @@ impl Cluster {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// Archives this cluster's WAL, from its next start on, into a directory of its own, which
+    /// it returns (removed with the cluster: keep it until the restores from it are done).
+    pub fn archive_wal(&self) -> PathBuf {
+        let archive = self.dir.join("archive");
+        self.run_as_server_user("mkdir", &[archive.as_os_str()]);
+        self.set("archive_mode", "on");
+        self.set(
+            "archive_command",
+            &format!("'cp %p {}/%f'", archive.display()),
+        );
+        archive
+    }
+
+    /// Switches to a new WAL segment and waits until the archiver has archived it: everything
+    /// written so far is in the archive.
+    pub fn wait_for_archive(&self) {
+        let mut db = self.client();
+        let last_segment: String = db
+            .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+            .unwrap()
+            .get(0);
+        wait_until(
+            &format!("the archiver has archived {last_segment}"),
+            std::time::Duration::from_secs(60),
+            || {
+                db.query_one(
+                    "SELECT coalesce(last_archived_wal >= $1, false) FROM pg_stat_archiver",
+                    &[&last_segment],
+                )
+                .unwrap()
+                .get(0)
+            },
+        );
+    }
+
+    /// Makes this stopped copy of a base backup a restore that replays WAL from `archive`: to
+    /// the restore point `target` and no further, if one is named, then ends recovery on a new
+    /// timeline.
+    pub fn restore_from(&self, archive: &std::path::Path, target: Option<&str>) {
+        self.set(
+            "restore_command",
+            &format!("'cp {}/%f %p'", archive.display()),
+        );
+        self.set("archive_mode", "off");
+        if let Some(name) = target {
+            self.set("recovery_target_name", &format!("'{name}'"));
+            self.set("recovery_target_action", "'promote'");
+        }
+        self.run_as_server_user(
+            "touch",
+            &[self.pgdata().join("recovery.signal").as_os_str()],
+        );
+    }
+
+    /// Waits until the server has left recovery: a restore or a promotion is over.
+    pub fn wait_until_out_of_recovery(&self) {
+        let mut db = self.client();
+        wait_until(
+            "recovery has ended",
+            std::time::Duration::from_secs(60),
+            || {
+                !db.query_one("SELECT pg_is_in_recovery()", &[])
+                    .unwrap()
+                    .get::<_, bool>(0)
+            },
+        );
     }
 
     /// This cluster's own directory (the data directory is `data` inside it), owned by the
@@ -719,6 +789,19 @@ pub fn not_run(test: &str, why: &str) {
     }
 }
 
+/// Records that a test which does not run everywhere (on a build without a tool it needs, or on
+/// a major it is not meant for) ran here: a line appended to the file `SNOWID_RAN` names, if it
+/// is set, from which the test command checks that every such test ran on some major of the
+/// run, and on the major it is meant for.
+pub fn ran(test: &str) {
+    if let Ok(path) = std::env::var("SNOWID_RAN") {
+        let line = format!("{test}: ran on PostgreSQL {}\n", major());
+        if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     Command::new("id")
@@ -809,5 +892,112 @@ impl Drop for Watchdog {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// Waits until `condition` holds, polling; fails the test with `what` after `limit`. For a
+/// condition the test can observe, in place of a sleep sized for this machine's speed.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `ALTER SYSTEM SET name = value`, a reload, and a wait until `db`'s own session sees the
+/// setting as `shown` (a session rereads its settings between statements, not during one): what
+/// a test does before it checks a reload's effect in that session.
+pub fn set_and_reload(db: &mut Client, name: &str, value: &str, shown: &str) {
+    db.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
+        .unwrap_or_else(|e| panic!("ALTER SYSTEM SET {name} = '{value}': {e}"));
+    db.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until(
+        &format!("the session sees {name} = '{shown}'"),
+        std::time::Duration::from_secs(30),
+        || {
+            let now: String = db
+                .query_one("SELECT current_setting($1)", &[&name])
+                .unwrap()
+                .get(0);
+            now == shown
+        },
+    );
+}
+
+/// Creates `worker_pid()`, the process ID of whichever process evaluates it, marked parallel
+/// safe (PL/pgSQL, so that it is not inlined into `pg_backend_pid()`, which is parallel
+/// restricted), so that a statement can show which of its rows parallel workers computed.
+pub fn create_worker_pid(db: &mut Client) {
+    db.batch_execute(
+        "CREATE FUNCTION worker_pid() RETURNS int LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+         AS $$ BEGIN RETURN pg_backend_pid(); END $$;",
+    )
+    .expect("create worker_pid()");
+}
+
+/// Session settings under which a scan of a table of a few hundred thousand rows runs in
+/// `workers` parallel workers.
+pub fn parallel_settings(workers: i32) -> String {
+    format!(
+        "SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+         SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = {workers};"
+    )
+}
+
+/// What one statement of `n` IDs on one shard did.
+#[derive(Debug)]
+pub struct Burst {
+    /// How many IDs, and how many distinct.
+    pub count: i64,
+    pub distinct: i64,
+    /// How far the furthest ID was dated past the clock read just after it was issued, in
+    /// seconds. (Read before, the time the call waited, or this machine kept it waiting, would
+    /// count as lead.)
+    pub lead_s: f64,
+    /// The shard's throttled waits since the server started: each is a caller that reached
+    /// `snowid.max_lead` and waited for the clock.
+    pub waits: i64,
+    /// How many of its milliseconds filled all 1,024 IDs: none means the statement never
+    /// outran the layout's ceiling here, so it could not run ahead of the clock.
+    pub full_ms: i64,
+    /// How far the wall clock was behind the time base at the last comparison after it, in
+    /// seconds (`snowid_info().clock_behind`): the lead is bounded against the time base, which
+    /// never steps back, and the wall clock may lag it by a few milliseconds.
+    pub clock_behind_s: f64,
+}
+
+/// Takes `n` IDs for `shard` in one statement, as fast as this server issues them.
+pub fn burst(db: &mut Client, shard: i32, n: i32) -> Burst {
+    let _watchdog = Watchdog::new(db, std::time::Duration::from_secs(120));
+    let row = db
+        .query_one(
+            "SELECT count(*), count(DISTINCT id),
+                    max(extract(epoch FROM snowid_timestamp(id) - at))::float8,
+                    count(*) FILTER (WHERE snowid_seq(id) = 1023)
+             FROM (SELECT id, clock_timestamp() AS at
+                   FROM (SELECT snowid_next($1::int) AS id FROM generate_series(1, $2)
+                         OFFSET 0) ids) s",
+            &[&shard, &n],
+        )
+        .unwrap_or_else(|e| panic!("a burst of {n} IDs on shard {shard}: {e}"));
+    let after = db
+        .query_one(
+            "SELECT throttled_waits, (SELECT extract(epoch FROM clock_behind)::float8
+                                      FROM snowid_info())
+             FROM snowid_stats() WHERE shard = $1",
+            &[&shard],
+        )
+        .unwrap();
+    Burst {
+        count: row.get(0),
+        distinct: row.get(1),
+        lead_s: row.get(2),
+        waits: after.get(0),
+        full_ms: row.get(3),
+        clock_behind_s: after.get(1),
     }
 }

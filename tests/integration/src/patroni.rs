@@ -85,6 +85,12 @@ impl Node {
             && (status.contains("\"role\": \"master\"") || status.contains("\"role\": \"primary\""))
     }
 
+    /// Whether Patroni's store names this node the synchronous standby (in synchronous mode,
+    /// the only node Patroni fails over to).
+    pub fn is_sync_standby(&self) -> bool {
+        self.status().contains("\"sync_standby\": true")
+    }
+
     /// Whether this node runs PostgreSQL as a replica that streams from the leader.
     pub fn is_streaming_replica(&self) -> bool {
         let status = self.status();

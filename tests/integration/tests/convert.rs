@@ -1,8 +1,8 @@
 //! `snowid_convert_column`: an existing key column converted in place while the application
 //! keeps inserting, and what an operator does next with the table (dump and restore it).
 
-use snowid_integration::Cluster;
-use std::sync::atomic::{AtomicBool, Ordering};
+use snowid_integration::{wait_until, Cluster};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,10 +16,11 @@ fn shard_of(id: i64) -> i64 {
 /// Guards against a conversion that races the application's inserts: an insert that fails, or
 /// that takes a key from the dropped identity after snowid took over, or a new key equal to an
 /// old one. Four writers insert single rows into an identity-keyed table without pause while
-/// another session converts the column, holding its transaction open for half a second after
-/// the conversion so that inserts queue behind its ACCESS EXCLUSIVE lock. Every insert must
-/// succeed (a collision would fail the primary key), each writer's keys must switch from the
-/// identity's to snowid's exactly once, and every row must be there.
+/// another session converts the column, and holds its transaction open until every writer's
+/// insert waits behind its ACCESS EXCLUSIVE lock (seen in `pg_stat_activity`). Every insert must
+/// succeed (a collision would fail the primary key), each writer must have had an insert in
+/// flight during the conversion, each writer's keys must switch from the identity's to snowid's
+/// exactly once, and every row must be there.
 #[test]
 fn converting_while_the_application_inserts() {
     let cluster = Cluster::preloaded(&[]);
@@ -32,12 +33,18 @@ fn converting_while_the_application_inserts() {
     .unwrap();
 
     let stop = AtomicBool::new(false);
+    let inserts: Vec<AtomicUsize> = (0..WRITERS).map(|_| AtomicUsize::new(0)).collect();
+    let snowid_keys: Vec<AtomicUsize> = (0..WRITERS).map(|_| AtomicUsize::new(0)).collect();
+    let limit = Duration::from_secs(60);
     let (per_writer, converted_at, committed_at) = thread::scope(|scope| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|writer| {
                 let (cluster, stop) = (&cluster, &stop);
+                let (inserts, snowid_keys) =
+                    (&inserts[writer as usize], &snowid_keys[writer as usize]);
                 scope.spawn(move || {
                     let mut db = cluster.client();
+                    db.batch_execute("SET application_name = 'writer'").unwrap();
                     let insert = db
                         .prepare("INSERT INTO orders (writer, n) VALUES ($1, $2) RETURNING id")
                         .unwrap();
@@ -50,14 +57,23 @@ fn converting_while_the_application_inserts() {
                             .unwrap_or_else(|e| panic!("insert {n} of writer {writer}: {e}"))
                             .get(0);
                         seen.push((id, started, Instant::now()));
+                        inserts.fetch_add(1, Ordering::Relaxed);
+                        if id > OLD_ROWS + 1_000_000 {
+                            snowid_keys.fetch_add(1, Ordering::Relaxed);
+                        }
                         n += 1;
                     }
                     seen
                 })
             })
             .collect();
-        thread::sleep(Duration::from_millis(500));
+        // Writers' panics are seen when they are joined; a writer that stopped early keeps a
+        // wait below from ending, so each wait is bounded.
+        wait_until("every writer has inserted a row", limit, || {
+            inserts.iter().all(|i| i.load(Ordering::Relaxed) > 0)
+        });
         let mut converter = cluster.client();
+        let mut watcher = cluster.client();
         let converted_at = Instant::now();
         let mut tx = converter.transaction().unwrap();
         let fate: String = tx
@@ -68,10 +84,26 @@ fn converting_while_the_application_inserts() {
             .unwrap()
             .get(0);
         assert_eq!(fate, "dropped with the identity");
-        tx.batch_execute("SELECT pg_sleep(0.5)").unwrap();
+        wait_until(
+            "every writer's insert waits for the conversion's lock",
+            limit,
+            || {
+                let waiting: i64 = watcher
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity
+                     WHERE application_name = 'writer' AND wait_event_type = 'Lock'",
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0);
+                waiting == i64::from(WRITERS)
+            },
+        );
         tx.commit().unwrap();
         let committed_at = Instant::now();
-        thread::sleep(Duration::from_millis(500));
+        wait_until("every writer has a snowid key", limit, || {
+            snowid_keys.iter().all(|k| k.load(Ordering::Relaxed) > 0)
+        });
         stop.store(true, Ordering::Relaxed);
         let per_writer: Vec<Vec<(i64, Instant, Instant)>> =
             writers.into_iter().map(|w| w.join().unwrap()).collect();
@@ -79,7 +111,6 @@ fn converting_while_the_application_inserts() {
     });
 
     let mut inserted = 0;
-    let mut during = 0;
     for (writer, seen) in per_writer.iter().enumerate() {
         // Identity keys first, then snowid's, never back.
         let switch = seen
@@ -102,16 +133,13 @@ fn converting_while_the_application_inserts() {
                 .all(|(id, _, _)| *id <= OLD_ROWS + 1_000_000),
             "writer {writer}'s keys went back"
         );
+        assert!(
+            seen.iter()
+                .any(|(_, started, ended)| *started < committed_at && *ended > converted_at),
+            "writer {writer} had an insert in flight during the conversion"
+        );
         inserted += seen.len();
-        during += seen
-            .iter()
-            .filter(|(_, started, ended)| *started < committed_at && *ended > converted_at)
-            .count();
     }
-    assert!(
-        during >= WRITERS as usize,
-        "every writer had an insert in flight during the conversion ({during})"
-    );
     let (rows, distinct): (i64, i64) = {
         let row = db
             .query_one("SELECT count(*), count(DISTINCT id) FROM orders", &[])
@@ -126,7 +154,7 @@ fn converting_while_the_application_inserts() {
     assert_eq!(rows, distinct);
     eprintln!(
         "conversion under load: {rows} rows ({OLD_ROWS} before), {inserted} concurrent inserts, \
-         {during} of them in flight during the conversion, 0 collisions"
+         each writer's insert waited for the conversion, 0 collisions"
     );
 }
 

@@ -6,7 +6,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::{Client, Error};
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, wait_until, Cluster};
 
 const WAITS: &str = "canceling the wait for the synchronous standbys to confirm";
 
@@ -199,4 +199,219 @@ fn a_release_is_not_undone_by_rollback() {
     drop(db);
     restart(&mut cluster, "fast");
     assert_released(&mut cluster.client(), 7, "after a restart");
+}
+
+/// Guards against a release or a take-back that waits for the synchronous standbys only where
+/// the session's `synchronous_commit` asks it to, as a commit does: the change covers every
+/// session's IDs, and with `off` or `local` (or `remote_write`) the hand-off would return before
+/// the standbys have it. Each waits until cancelled, and says that it holds.
+#[test]
+fn a_release_and_a_take_back_wait_whatever_synchronous_commit_says() {
+    let (cluster, _) = waiting_for_a_standby();
+    let mut db = cluster.client();
+    for (mode, shard) in [("off", 7), ("local", 9), ("remote_write", 10)] {
+        db.batch_execute(&format!("SET synchronous_commit = {mode}"))
+            .unwrap();
+        let err = cancelled(&mut db, &format!("SELECT snowid_release({shard})"));
+        assert_says(
+            &err,
+            &format!("the release of snowid shard {shard}"),
+            "is released on this server, durably",
+        );
+        let theirs: i64 = db
+            .query_one(
+                "SELECT snowid_from_timestamp(clock_timestamp() + interval '2 seconds', $1, 0)",
+                &[&shard],
+            )
+            .unwrap()
+            .get(0);
+        let err = cancelled(
+            &mut db,
+            &format!("SELECT snowid_take_back({shard}, {theirs})"),
+        );
+        assert_says(
+            &err,
+            &format!("snowid's take-back of shard {shard}"),
+            "is taken back on this server, durably",
+        );
+    }
+}
+
+/// The PID of a session.
+fn pid_of(db: &mut Client) -> i32 {
+    db.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
+}
+
+/// Whether the session `pid` waits, its wait event of type `wait_type` (and named `event`, if
+/// given).
+fn waits(db: &mut Client, pid: i32, wait_type: &str, event: Option<&str>) -> bool {
+    db.query_one(
+        "SELECT count(*) = 1 FROM pg_stat_activity
+         WHERE pid = $1 AND wait_event_type = $2 AND ($3::text IS NULL OR wait_event = $3)",
+        &[&pid, &wait_type, &event],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Waits until a new session's commit into the table `probe` waits for the synchronous standbys
+/// (`SyncRep`), then cancels that wait: the walsenders' shared view says standbys are configured, as every
+/// backend's commit reads it.
+fn wait_until_commits_wait_for_standbys(cluster: &Cluster, control: &mut Client) {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let mut probe = cluster.client();
+        let pid = pid_of(&mut probe);
+        let committed =
+            std::thread::spawn(move || probe.execute("INSERT INTO probe VALUES (1)", &[]));
+        let waited = loop {
+            if waits(control, pid, "IPC", Some("SyncRep")) {
+                break true;
+            }
+            if committed.is_finished() {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        if waited {
+            control
+                .query_one("SELECT pg_cancel_backend($1)", &[&pid])
+                .unwrap();
+        }
+        let _ = committed.join().unwrap();
+        if waited {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no commit waited for the synchronous standby after the reload"
+        );
+    }
+}
+
+/// Guards against a release, a take-back or a lease that reads `synchronous_standby_names` from
+/// its own backend's copy, which a backend that has not yet seen a reload still holds: three
+/// sessions start a release of shard 7, a take-back of shard 9 and IDs until a new lease is
+/// needed, in statements that first wait for a lock the test holds; meanwhile the standby
+/// `nobody` is named and reloaded, and a new session's commit is seen waiting for it. Released, each statement finds its own session's
+/// setting still empty (it rereads it only between statements; otherwise it changes nothing and
+/// the test fails), and waits for the standby all the same, until cancelled (57014, naming the
+/// change).
+#[test]
+fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
+    let cluster = cluster_with_rows(8, 100);
+    let mut control = cluster.client();
+    // The table the probe of the walsenders' view writes; and no commit of this session waits.
+    control
+        .batch_execute(
+            "CREATE TABLE probe (n int);
+             SET synchronous_commit = local;
+             SELECT snowid_release(9);",
+        )
+        .unwrap();
+    let theirs: i64 = control
+        .query_one(
+            "SELECT snowid_from_timestamp(clock_timestamp() + interval '2 seconds', 9, 0)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    // A lock for each session, so that each goes on alone: the other still waits for its lock,
+    // not for the writer's claim the first one holds while it waits for the standby.
+    control
+        .batch_execute("SELECT pg_advisory_lock(1), pg_advisory_lock(2), pg_advisory_lock(3)")
+        .unwrap();
+    let changes = [
+        (
+            "snowid_release(7)".to_string(),
+            "the release of snowid shard 7",
+        ),
+        (
+            format!("snowid_take_back(9, {theirs})"),
+            "snowid's take-back of shard 9",
+        ),
+        // IDs until one needs a new lease, a millisecond apart, so that none waits for the
+        // clock (a wait of the same kind, which a cancel would end with its own error).
+        (
+            "(SELECT count(snowid_next(5)) FROM generate_series(1, 100000) g
+              WHERE pg_sleep(0.001) IS NOT NULL)"
+                .to_string(),
+            "snowid's lease",
+        ),
+    ];
+    std::thread::scope(|scope| {
+        let sessions: Vec<_> = changes
+            .iter()
+            .zip(1..)
+            .map(|((call, says), lock)| {
+                let mut db = cluster.client();
+                let pid = pid_of(&mut db);
+                let sql = format!(
+                    "SELECT CASE WHEN current_setting('synchronous_standby_names') = ''
+                                 THEN {call}::text END
+                     FROM (SELECT pg_advisory_xact_lock({lock}) OFFSET 0) l"
+                );
+                (
+                    pid,
+                    *says,
+                    lock,
+                    // Should the test fail while a session waits, the session is cancelled,
+                    // so that the scope ends.
+                    scope.spawn(move || {
+                        let _watchdog = snowid_integration::Watchdog::new(&db, 2 * DEADLINE);
+                        db.query_one(&sql, &[])
+                    }),
+                )
+            })
+            .collect();
+        for (pid, _, _, _) in &sessions {
+            wait_until("the session waits for the test's lock", DEADLINE, || {
+                waits(&mut control, *pid, "Lock", Some("advisory"))
+            });
+        }
+        control
+            .batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+            .unwrap();
+        control.batch_execute("SELECT pg_reload_conf()").unwrap();
+        wait_until_commits_wait_for_standbys(&cluster, &mut control);
+        for (pid, says, lock, session) in sessions {
+            // The lease's session starts once no lease is left, so that its first ID needs a
+            // new one (a renewal ahead of need would give up on the cancel, and leave the wait
+            // to the call that needs the lease).
+            wait_until("no lease is left", DEADLINE, || {
+                control
+                    .query_one(
+                        "SELECT high_water_mark < clock_timestamp() FROM snowid_info()",
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0)
+            });
+            control
+                .query_one("SELECT pg_advisory_unlock($1)", &[&i64::from(lock)])
+                .unwrap();
+            wait_until(&format!("{says} waits or returns"), DEADLINE, || {
+                session.is_finished() || waits(&mut control, pid, "Extension", None)
+            });
+            control
+                .query_one("SELECT pg_cancel_backend($1)", &[&pid])
+                .unwrap();
+            match session.join().unwrap() {
+                Ok(row) => panic!(
+                    "{says} did not wait for the standby: it returned {:?} (NULL: the session \
+                     had seen the reload, and the test is not sharp)",
+                    row.get::<_, Option<String>>(0)
+                ),
+                Err(err) => {
+                    assert_eq!(code(&err), "57014", "{}", describe(&err));
+                    assert_eq!(
+                        err.as_db_error().unwrap().message(),
+                        format!("{WAITS} {says}"),
+                        "{}",
+                        describe(&err)
+                    );
+                }
+            }
+        }
+    });
 }

@@ -25,7 +25,7 @@
 //! or tomorrow), so that no test meets a UTC midnight while it runs, whenever it is run.
 
 use snowid_integration::postgres::Client;
-use snowid_integration::{not_run, say, Cluster, Watchdog};
+use snowid_integration::{not_run, ran, say, Cluster, Watchdog};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// One day of IDs: 86,400,000 ms shifted past the shard and sequence bits.
@@ -144,6 +144,7 @@ fn partman_server(offset: u64) -> Option<Partman> {
         )
         .unwrap()
         .get(0);
+    ran(&test_name());
     Some(Partman {
         cluster,
         api,

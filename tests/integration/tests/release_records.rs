@@ -273,3 +273,63 @@ fn a_fence_does_not_lift_until_unknown_releases_are_named() {
     assert_eq!(code(&err), "55000", "{}", describe(&err));
     assert_generates_above(&mut db, 9, old_max, "shard 9 was not released");
 }
+
+/// Guards against a release that goes ahead while a database cannot record it, which a lost
+/// state would then forget there: database `other` has snowid, and its `snowid_released_shards`
+/// belongs to a role that is not a superuser, so snowid does not trust it and will not write it.
+/// The release refuses, naming the database, and changes nothing: shard 7 still issues here, and
+/// no database records it. Once the table is a superuser's again, the release goes through and
+/// every database records it.
+#[test]
+fn a_release_that_cannot_empty_every_record_first_changes_nothing() {
+    let cluster = cluster_with_rows(7, 100);
+    let old_max = max_id(&mut cluster.client());
+    let mut other = new_database_with_snowid(
+        &cluster,
+        "other",
+        "CREATE ROLE mallory;
+         ALTER TABLE snowid_released_shards OWNER TO mallory;",
+    );
+    let mut db = cluster.client();
+    match db.query_one("SELECT snowid_release(7)", &[]) {
+        Ok(row) => panic!(
+            "released shard 7 at {} while database other cannot record it",
+            row.get::<_, i64>(0)
+        ),
+        Err(err) => assert!(
+            describe(&err)
+                .contains("snowid cannot release a shard: database \"other\" cannot record it"),
+            "{}",
+            describe(&err)
+        ),
+    }
+    let old_max = assert_generates_above(&mut db, 7, old_max, "after the refused release");
+    for (name, records) in [("postgres", &mut db), ("other", &mut other)] {
+        let recorded: Vec<Vec<i32>> = records
+            .query("SELECT shards FROM snowid_released_shards", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(
+            !recorded.iter().flatten().any(|&s| s == 7),
+            "database {name} records shard 7 released: {recorded:?}"
+        );
+    }
+    other
+        .batch_execute("ALTER TABLE snowid_released_shards OWNER TO postgres")
+        .unwrap();
+    let last: i64 = db
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap()
+        .get(0);
+    assert!(last >= old_max);
+    assert_released(&mut db, 7, "once every database can record it");
+    for records in [&mut db, &mut other] {
+        let recorded: Vec<i32> = records
+            .query_one("SELECT shards FROM snowid_released_shards", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(recorded, vec![7]);
+    }
+}

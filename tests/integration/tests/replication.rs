@@ -188,13 +188,7 @@ fn failover_to_a_standby_whose_clock_is_behind() {
 #[test]
 fn a_restore_from_a_base_backup_and_archived_wal_with_the_clock_set_back() {
     let mut primary = Cluster::init();
-    let archive_dir = primary.dir().join("archive");
-    primary.run_as_server_user("mkdir", &[archive_dir.as_os_str()]);
-    primary.set("archive_mode", "on");
-    primary.set(
-        "archive_command",
-        &format!("'cp %p {}/%f'", archive_dir.display()),
-    );
+    let archive_dir = primary.archive_wal();
     primary.set("shared_preload_libraries", "'snowid'");
     primary.set("snowid.max_lead", "'60s'");
     primary.fake_wall_clock();
@@ -214,47 +208,15 @@ fn a_restore_from_a_base_backup_and_archived_wal_with_the_clock_set_back() {
     db.batch_execute("INSERT INTO t SELECT snowid_next(2) FROM generate_series(1, 1000)")
         .unwrap();
     let before = max_per_shard(&mut db);
-    let last_segment: String = db
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .unwrap()
-        .get(0);
-    let deadline = std::time::Instant::now() + DEADLINE;
-    while db
-        .query_one(
-            "SELECT coalesce(last_archived_wal >= $1, false) FROM pg_stat_archiver",
-            &[&last_segment],
-        )
-        .unwrap()
-        .get::<_, bool>(0)
-        .eq(&false)
-    {
-        assert!(std::time::Instant::now() < deadline, "WAL was not archived");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    primary.wait_for_archive();
     primary.stop("immediate");
 
-    restored.set(
-        "restore_command",
-        &format!("'cp {}/%f %p'", archive_dir.display()),
-    );
-    restored.set("archive_mode", "off");
-    restored.run_as_server_user(
-        "touch",
-        &[restored.pgdata().join("recovery.signal").as_os_str()],
-    );
+    restored.restore_from(&archive_dir, None);
     restored.fake_wall_clock();
     restored.set_wall_clock_offset("-1h");
     restored.start().unwrap();
+    restored.wait_until_out_of_recovery();
     let mut db = restored.client();
-    let deadline = std::time::Instant::now() + DEADLINE;
-    while db
-        .query_one("SELECT pg_is_in_recovery()", &[])
-        .unwrap()
-        .get::<_, bool>(0)
-    {
-        assert!(std::time::Instant::now() < deadline, "recovery did not end");
-        std::thread::sleep(Duration::from_millis(100));
-    }
     assert_eq!(
         max_per_shard(&mut db),
         before,
@@ -310,6 +272,7 @@ fn pg_upgrade_fences_the_new_cluster_until_resumed() {
         );
         return;
     }
+    snowid_integration::ran("pg_upgrade_fences_the_new_cluster_until_resumed");
     upgrade_fences_until_resumed(old);
 }
 
@@ -326,6 +289,9 @@ fn pg_upgrade_from_the_major_before_fences_the_new_cluster_until_resumed() {
         );
         return;
     };
+    snowid_integration::ran(
+        "pg_upgrade_from_the_major_before_fences_the_new_cluster_until_resumed",
+    );
     let old_major = old.version();
     let new_major = snowid_integration::major();
     assert_ne!(
@@ -424,6 +390,7 @@ fn state_records_are_named_and_described_in_the_wal() {
         );
         return;
     }
+    snowid_integration::ran("state_records_are_named_and_described_in_the_wal");
     let start: String = db
         .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
         .unwrap()

@@ -12,15 +12,6 @@ use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
 use snowid_integration::{code, Cluster};
 
-/// The state deleted while stopped, the clock set 10 minutes behind, started: fenced.
-fn lose_the_state(cluster: &mut Cluster, shard: i32, old_max: i64) {
-    cluster.stop("fast");
-    damage(cluster, Damage::Deleted);
-    cluster.set_wall_clock_offset(BEHIND);
-    start(cluster);
-    assert_refuses(cluster, shard, old_max, "the state lost");
-}
-
 /// The highest key of a text column, as an ID.
 fn max_text_key(db: &mut Client, table: &str) -> i64 {
     db.query_one(&format!("SELECT max(k)::bigint FROM {table}"), &[])

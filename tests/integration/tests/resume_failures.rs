@@ -1,0 +1,260 @@
+//! The resumes that lift a fence, where they cannot read everything or are given too little: a
+//! resume by number on a fenced server still reads every database; the cluster-wide resume
+//! changes nothing where a database cannot be read, where no background worker is free, or in
+//! single-user mode; it reads inheritance children through their parent, and never reads a
+//! view.
+//!
+//! Every server's wall clock runs 10 minutes behind the IDs already issued when it starts again,
+//! so that a server that generates from its clock issues IDs below the old ones.
+
+use snowid_integration::fences::*;
+use snowid_integration::{code, Cluster};
+
+/// A second database, `other`, with snowid and a table `u` keyed by `snowid_next(6)` holding
+/// 1,000 rows issued after `t`'s; returns their highest ID.
+fn other_database_with_rows(cluster: &Cluster) -> i64 {
+    let mut other = new_database_with_snowid(
+        cluster,
+        "other",
+        "CREATE TABLE u (id bigint PRIMARY KEY DEFAULT snowid_next(6));
+         INSERT INTO u SELECT FROM generate_series(1, 1000);",
+    );
+    max_of(&mut other, "u")
+}
+
+/// The resume failed with `sqlstate` and a message containing `says`, and changed nothing: the
+/// server still refuses to generate, as fenced.
+fn refused_and_changed_nothing(
+    cluster: &Cluster,
+    result: Result<Vec<snowid_integration::postgres::Row>, snowid_integration::postgres::Error>,
+    sqlstate: &str,
+    says: &str,
+    old_max: i64,
+) {
+    let err = match result {
+        Ok(rows) => panic!(
+            "the resume succeeded ({} rows) where it must refuse",
+            rows.len()
+        ),
+        Err(err) => err,
+    };
+    assert_eq!(code(&err), sqlstate, "{}", describe(&err));
+    assert!(
+        describe(&err).contains(says),
+        "the error says {says:?}: {}",
+        describe(&err)
+    );
+    assert_refuses(cluster, 5, old_max, "after the refused resume");
+}
+
+/// Guards against a resume by number on a fenced server that trusts the number it is given
+/// (every other test gives one already above the rows, so a build that skipped reading the
+/// databases there would pass them): `t` (shard 5) in `postgres` and `u` (shard 6) in a second
+/// database hold 1,000 keys each; the state is lost and the clock set 10 minutes behind them; a
+/// superuser resumes above a stale number, an ID of an hour before the rows. Every shard's new
+/// IDs are above every key of both databases.
+#[test]
+fn a_resume_by_number_on_a_fenced_server_reads_every_database() {
+    let mut cluster = cluster_with_rows(5, 1000);
+    let t_max = max_id(&mut cluster.client());
+    let u_max = other_database_with_rows(&cluster);
+    let highest = t_max.max(u_max);
+    lose_the_state(&mut cluster, 5, t_max);
+    let mut db = cluster.client();
+    assert_clock_behind(&mut db, highest);
+    let stale: i64 = db
+        .query_one(
+            "SELECT snowid_from_timestamp(snowid_timestamp($1::bigint) - interval '1 hour', 5)",
+            &[&t_max],
+        )
+        .unwrap()
+        .get(0);
+    db.query_one("SELECT snowid_resume_above($1::bigint)", &[&stale])
+        .unwrap_or_else(|e| panic!("resume above a stale number: {}", describe(&e)));
+    for shard in [5, 6, 7] {
+        assert_generates_above(
+            &mut db,
+            shard,
+            highest,
+            "after a resume above a stale number",
+        );
+    }
+}
+
+/// Guards against a resume that lifts a fence while it could not read a database, above less
+/// than that database holds: a table of database `broken` has lost its file, so its survey
+/// fails; the cluster-wide resume, and a resume by number, refuse (55000, naming the database)
+/// and change nothing: the server still refuses. Once the table is dropped, the resume lifts the
+/// fence above the rest.
+#[test]
+fn a_database_that_cannot_be_read_leaves_the_fence_in_place() {
+    let mut cluster = cluster_with_rows(5, 1000);
+    let old_max = max_id(&mut cluster.client());
+    let file: String = new_database_with_snowid(
+        &cluster,
+        "broken",
+        "CREATE TABLE b (id bigint PRIMARY KEY DEFAULT snowid_next(8));
+         INSERT INTO b SELECT FROM generate_series(1, 10);",
+    )
+    .query_one("SELECT pg_relation_filepath('b')", &[])
+    .unwrap()
+    .get(0);
+    cluster.stop("fast");
+    cluster.remove_file(&file);
+    damage(&cluster, Damage::Deleted);
+    cluster.set_wall_clock_offset(BEHIND);
+    start(&mut cluster);
+    assert_refuses(&cluster, 5, old_max, "the state lost");
+    let mut db = cluster.client();
+    let says = "could not read the snowid keys of database \"broken\"";
+    refused_and_changed_nothing(
+        &cluster,
+        db.query("SELECT * FROM snowid_resume_above_columns()", &[]),
+        "55000",
+        says,
+        old_max,
+    );
+    refused_and_changed_nothing(
+        &cluster,
+        db.query("SELECT snowid_resume_above($1::bigint)", &[&old_max]),
+        "55000",
+        says,
+        old_max,
+    );
+    cluster
+        .client_of("broken")
+        .batch_execute("DROP TABLE b")
+        .unwrap();
+    resume(&mut db, old_max);
+    assert_generates_above(&mut db, 5, old_max, "after the resume");
+}
+
+/// Guards against a resume that lifts a fence without reading the other databases when no
+/// background worker can be started for them: with `max_worker_processes = 1`, held by the
+/// logical replication launcher, the cluster-wide resume refuses with 53400 and changes nothing;
+/// with workers to spare after a restart, it resumes.
+#[test]
+fn no_free_background_worker_refuses_with_53400_and_changes_nothing() {
+    let mut cluster = cluster_with_rows(5, 1000);
+    let old_max = max_id(&mut cluster.client());
+    cluster.set("max_worker_processes", "1");
+    lose_the_state(&mut cluster, 5, old_max);
+    let mut db = cluster.client();
+    let launchers: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE backend_type = 'logical replication launcher'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        launchers, 1,
+        "the one worker slot is taken (the test is sharp)"
+    );
+    refused_and_changed_nothing(
+        &cluster,
+        db.query("SELECT * FROM snowid_resume_above_columns()", &[]),
+        "53400",
+        "could not start a background worker",
+        old_max,
+    );
+    drop(db);
+    cluster.set("max_worker_processes", "8");
+    restart(&mut cluster, "fast");
+    assert_refuses(&cluster, 5, old_max, "after the restart");
+    let mut db = cluster.client();
+    resume(&mut db, old_max);
+    assert_generates_above(&mut db, 5, old_max, "after the resume");
+}
+
+/// Guards against a resume in single-user mode, where no background worker can read the other
+/// databases, lifting the fence above this database alone: there the cluster-wide resume and a
+/// resume by number refuse, and the next normal start is still fenced.
+#[test]
+fn single_user_mode_resumes_nothing() {
+    let mut cluster = cluster_with_rows(5, 1000);
+    let old_max = max_id(&mut cluster.client());
+    lose_the_state(&mut cluster, 5, old_max);
+    cluster.stop("fast");
+    let out = cluster.single_user(&format!(
+        "SELECT * FROM snowid_resume_above_columns();\nSELECT snowid_resume_above({old_max});\n"
+    ));
+    assert_eq!(
+        out.matches("could not start a background worker").count(),
+        2,
+        "both resumes refuse in single-user mode:\n{out}"
+    );
+    start(&mut cluster);
+    assert_refuses(
+        &cluster,
+        5,
+        old_max,
+        "the normal start after single-user mode",
+    );
+    let mut db = cluster.client();
+    resume(&mut db, old_max);
+    assert_generates_above(&mut db, 5, old_max, "after the resume");
+}
+
+/// Guards against a resume that reads only the parent of an inheritance tree (`FROM ONLY`):
+/// rows inserted through a parent keyed by `snowid_next(5)` are moved by a trigger into a child
+/// whose own column has no default, the old way of partitioning, so the parent itself is empty.
+/// The resume lists the parent with the children's highest key and resumes above it.
+#[test]
+fn a_resume_reads_inheritance_children_through_their_parent() {
+    let mut cluster = cluster_with_rows(5, 10);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE TABLE p (id bigint PRIMARY KEY DEFAULT snowid_next(5));
+         CREATE TABLE c () INHERITS (p);
+         ALTER TABLE c ALTER id DROP DEFAULT;
+         CREATE FUNCTION to_child() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN INSERT INTO c VALUES (NEW.*); RETURN NULL; END $$;
+         CREATE TRIGGER to_child BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION to_child();
+         INSERT INTO p SELECT FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    let in_parent: i64 = db
+        .query_one("SELECT count(*) FROM ONLY p", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        in_parent, 0,
+        "every row is in the child (the test is sharp)"
+    );
+    let child_max = max_of(&mut db, "c");
+    assert!(child_max > max_id(&mut db));
+    drop(db);
+    lose_the_state(&mut cluster, 5, child_max);
+    let mut db = cluster.client();
+    let rows = resume_rows(&mut db);
+    assert!(
+        rows.contains(&key_column("postgres", "public.p", child_max)),
+        "the parent is read with its children: {rows:?}"
+    );
+    assert_generates_above(&mut db, 5, child_max, "after the resume");
+}
+
+/// Guards against a resume that reads a view, which would run code the view's owner wrote as
+/// the superuser: a view whose column has a `snowid_next` default selects a function that fails
+/// when it runs. The resume succeeds, lists the table and not the view, and the function never
+/// ran.
+#[test]
+fn a_resume_does_not_read_views() {
+    let mut cluster = cluster_with_rows(5, 1000);
+    let old_max = max_id(&mut cluster.client());
+    cluster
+        .client()
+        .batch_execute(
+            "CREATE FUNCTION trap() RETURNS bigint LANGUAGE plpgsql AS
+                 $$ BEGIN RAISE EXCEPTION 'the view was read'; END $$;
+             CREATE VIEW v AS SELECT trap() AS id;
+             ALTER VIEW v ALTER COLUMN id SET DEFAULT snowid_next(5);",
+        )
+        .unwrap();
+    lose_the_state(&mut cluster, 5, old_max);
+    let mut db = cluster.client();
+    resume(&mut db, old_max);
+    assert_generates_above(&mut db, 5, old_max, "after the resume");
+}
