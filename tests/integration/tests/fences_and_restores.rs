@@ -170,7 +170,10 @@ fn a_point_in_time_restore_starts_past_its_clock_by_the_margin_and_keeps_release
     assert_generates_above(&mut db, 5, first, "after a restart");
     assert_released(&mut db, 7, "after a restart");
     assert_eq!(
-        restored.log().matches("snowid recorded its promotion to timeline").count(),
+        restored
+            .log()
+            .matches("snowid recorded its promotion to timeline")
+            .count(),
         1,
         "the new timeline is recorded once, not again at the restart"
     );
