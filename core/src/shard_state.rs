@@ -345,7 +345,10 @@ mod tests {
                 })
             })
             .collect();
-        thread::sleep(std::time::Duration::from_millis(5));
+        // Released once a stamp is issued, however slowly the threads are scheduled.
+        while cell.load(Relaxed) == 0 {
+            thread::yield_now();
+        }
         let last = release(&cell);
         let issued: Vec<u64> = issuers
             .into_iter()

@@ -294,6 +294,22 @@ fn the_fast_path_issues_under_the_lease_and_leaves_the_rest_to_the_slow_one() {
         FastIssue::Slow,
         "past the end of time"
     );
+    // One millisecond before the epoch, the time field would be -1, u64::MAX as the fast path
+    // counts it: slow whether a comparison is due or not.
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    g.next_id(shard(5)).unwrap();
+    for due in [false, true] {
+        if due {
+            host.advance(crate::time_base::CHECK_INTERVAL_MS);
+        }
+        let base_unix_ms = shared.time_base.read(host.mono.get()).0;
+        assert_eq!(
+            shared.try_issue(shard(5), host.mono.get(), base_unix_ms + 1, LEAD),
+            FastIssue::Slow,
+            "a millisecond before the epoch (comparison due: {due})"
+        );
+    }
 }
 
 #[test]
@@ -407,6 +423,24 @@ fn the_back_off_doubles_and_an_error_raised_through_the_claim_counts_as_a_failur
         "doubled"
     );
     assert_eq!(shared.lease.end_ms(), end);
+
+    // A write that succeeds ends the back-off: the next failure backs off from the start again.
+    host.fail_persist.set(false);
+    host.advance(2 * BACKOFF_FIRST_MS);
+    host.waits_left.set(u32::MAX);
+    let writes = shared.lease.writes();
+    g.next_id(shard(2)).unwrap();
+    assert_eq!(shared.lease.writes(), writes + 1, "the renewal was written");
+    assert_eq!(shared.claim.backing_off(host.mono.get()), None);
+    host.advance(LEASE_WINDOW_MS as i64 + 10);
+    host.fail_persist.set(true);
+    host.waits_left.set(0);
+    assert_eq!(g.next_id(shard(2)), Err(Refused::Persist(DiskFull)));
+    assert_eq!(
+        shared.claim.backing_off(host.mono.get()),
+        Some(BACKOFF_FIRST_MS as u64),
+        "from the first step again"
+    );
 }
 
 #[test]
@@ -601,7 +635,14 @@ fn a_clock_before_the_epoch_and_the_end_of_time_are_refused() {
     let g = Generator::new(&shared, &host, EPOCH, 0);
     assert_eq!(ms_of(g.next_id(shard(0)).unwrap()), MAX_MS);
     assert_eq!(shared.lease.end_ms(), MAX_MS + 1);
-    for _ in 0..1023 {
+    // (It asks for a renewal too: the lease ends with the time field.)
+    let (FastIssue::Issued(id) | FastIssue::Renew(id)) =
+        shared.try_issue(shard(0), host.mono.get(), EPOCH, 0)
+    else {
+        panic!("the fast path issues in the last millisecond")
+    };
+    assert_eq!(ms_of(id), MAX_MS);
+    for _ in 0..1022 {
         g.next_id(shard(0)).unwrap();
     }
     host.waits_left.set(2);
@@ -717,11 +758,16 @@ fn a_fence_refuses_across_restarts_until_a_resume_lifts_it_durably() {
         });
         for _ in 0..3 {
             let shared = host.restart();
-            assert_eq!(
-                generator(&shared, &host).next_id(shard(1)),
-                Err(Refused::Fenced(fence))
-            );
+            let g = generator(&shared, &host);
+            assert_eq!(g.next_id(shard(1)), Err(Refused::Fenced(fence)));
             assert_eq!(shared.lease.status(), Status::Fenced(fence));
+            // The fenced state's lease is not published: the fast path, which reads nothing
+            // but the lease, must not issue on the next call.
+            assert_eq!(
+                shared.try_issue(shard(1), host.mono.get(), EPOCH, LEAD),
+                FastIssue::Slow
+            );
+            assert_eq!(g.next_id(shard(1)), Err(Refused::Fenced(fence)));
         }
         assert_eq!(host.persists(), 0, "a fenced server writes nothing");
 
@@ -1192,6 +1238,14 @@ fn every_shard_has_its_own_cell_in_shard_order() {
         shared.shard(shard(4097))
     ));
     assert!(shared.shards()[4096].last().0 < stamp_of(id));
+    // And every shard its own tally, in the same order.
+    assert_eq!(shared.tallies().len(), crate::layout::SHARD_COUNT);
+    for n in [0, 1, 3, 4097, 8190, 8191] {
+        assert!(
+            std::ptr::eq(shared.tally(shard(n)), &shared.tallies()[n as usize]),
+            "shard {n}'s tally"
+        );
+    }
 }
 
 #[test]
@@ -1219,6 +1273,11 @@ fn every_wait_at_the_lead_is_counted() {
     let shared = host.restart();
     let g = Generator::new(&shared, &host, EPOCH, 0);
     g.next_id(shard(9)).unwrap();
+    // At lead 0 the fast path still issues in the current millisecond.
+    let FastIssue::Issued(id) = shared.try_issue(shard(9), host.mono.get(), EPOCH, 0) else {
+        panic!("the fast path issues in the current millisecond at lead 0")
+    };
+    assert_eq!(ms_of(id), now_ms(&host));
     host.waited.borrow_mut().clear();
     // With no lead, a millisecond holds 1,024 IDs: 3,072 more from a frozen clock wait three
     // times, a millisecond each.

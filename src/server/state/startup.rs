@@ -27,10 +27,15 @@ pub fn start(
     occasion: Occasion,
     planner: &dyn Fn(Reading<'_>) -> Plan,
 ) -> Result<Plan, Unavailable> {
-    let found = pages::read();
-    let _lock = match (&found, occasion) {
-        (Found::State(_), Occasion::Install | Occasion::Need) => None,
-        _ => Some(CreationLock::take()),
+    // A state there is used as it is, except by pg_upgrade's fence; anything else is written
+    // under the creation lock, after a second read: another process may have written the state
+    // meanwhile.
+    let (found, _lock) = match pages::read() {
+        found @ Found::State(_) if occasion != Occasion::PgUpgrade => (found, None),
+        _ => {
+            let lock = CreationLock::take();
+            (pages::read(), Some(lock))
+        }
     };
     if occasion == Occasion::PgUpgrade {
         // The databases coming in bring their records of the releases; what this cluster's
@@ -38,11 +43,6 @@ pub fn start(
         // a crash before the fence leaves nothing listed.
         witness::forget_released();
     }
-    // Under the lock, read again: another process may have written the state meanwhile.
-    let found = match _lock {
-        Some(_) => pages::read(),
-        None => found,
-    };
     let plan = planner(Reading {
         found,
         witnessed: &witnessed,
