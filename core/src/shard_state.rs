@@ -208,6 +208,18 @@ mod tests {
     const NO_LEASE: u64 = u64::MAX;
 
     #[test]
+    fn a_tally_adds_up_what_processes_counted() {
+        // snowid_stats() reports these: issued IDs as each process flushes its own count, and
+        // every wait at the lead.
+        let tally = ShardTally::default();
+        assert_eq!((tally.issued(), tally.waits()), (0, 0));
+        tally.add_issued(3);
+        tally.add_issued(1_000);
+        tally.count_wait();
+        assert_eq!((tally.issued(), tally.waits()), (1_003, 1));
+    }
+
+    #[test]
     fn counts_within_a_millisecond_then_borrows_the_next() {
         let cell = AtomicU64::new(0);
         let stamps: Vec<u64> = (0..1025)

@@ -1095,6 +1095,44 @@ fn a_fence_lifts_with_the_releases_the_databases_recorded() {
 }
 
 #[test]
+fn a_recorded_release_above_the_states_own_raises_it_and_an_equal_one_writes_nothing() {
+    // Guards against a release that returns an ID below its shard's IDs: a state put back from
+    // an older copy holds shard 7 released at a lower last ID than the databases recorded (it
+    // was taken back and released again since). The resume releases it again at the recorded
+    // ID, so that a later release hands that ID on; shard 9, released at the recorded ID
+    // already, is left as it is.
+    let now = (T0 - EPOCH) as u64;
+    let lower = compose(now - 5_000, 7, 1).unwrap();
+    let higher = compose(now - 1_000, 7, 4).unwrap();
+    let same = compose(now - 2_000, 9, 2).unwrap();
+    let mut state = DurableState::new(Header::fenced(Fence::Lost, EPOCH));
+    state.header.released.insert(7);
+    state.header.released.insert(9);
+    state.last_ids[7] = lower;
+    state.last_ids[9] = same;
+    let host = Host::bare();
+    *host.disk.borrow_mut() = Some(state);
+    host.had_state.set(true);
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    let above = compose(now + 10_000, 8, 3).unwrap();
+    g.resume_above_releasing(parts(above), &[(shard(7), higher), (shard(9), same)])
+        .unwrap();
+    let releases: Vec<(i32, i64)> = host
+        .changes
+        .borrow()
+        .iter()
+        .filter_map(|c| match c {
+            Change::Release { shard, last_id } => Some((shard.get(), *last_id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(releases, [(7, higher)]);
+    assert_eq!(g.release(shard(7)).unwrap(), higher);
+    assert_eq!(g.release(shard(9)).unwrap(), same);
+}
+
+#[test]
 fn a_fence_stays_when_the_resume_fails_after_its_releases() {
     // Guards against a crash between the releases a resume restores and the resume itself:
     // the releases hold, and the fence with them.
