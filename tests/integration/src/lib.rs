@@ -93,6 +93,17 @@ impl Cluster {
         Cluster::init_with_args(new_dir(), bindir_of(&pg_config()), &["--data-checksums"])
     }
 
+    /// Runs initdb without data checksums in a fresh temporary directory (from 18, initdb turns
+    /// them on unless told not to).
+    pub fn init_without_data_checksums() -> Cluster {
+        let args: &[&str] = if major_number() >= 18 {
+            &["--no-data-checksums"]
+        } else {
+            &[]
+        };
+        Cluster::init_with_args(new_dir(), bindir_of(&pg_config()), args)
+    }
+
     fn init_in(bindir: PathBuf) -> Cluster {
         Cluster::init_with(new_dir(), bindir)
     }
@@ -821,6 +832,15 @@ pub fn major() -> String {
         .trim()
         .trim_start_matches("PostgreSQL ")
         .to_string()
+}
+
+/// The major version's number (19 for "19~rc1").
+pub fn major_number() -> u32 {
+    major()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a major version number")
 }
 
 /// The `pg_config` of the PostgreSQL the tests run against.
