@@ -27,6 +27,11 @@ pub use postgres;
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
+/// Prefixes the commands a server runs for itself (archiving, restoring): they run without
+/// libfaketime, whose start-up in a fresh program can hang now and then (a semaphore it opens in
+/// `/dev/shm`), and need no faked clock. The server keeps its own.
+const WITHOUT_FAKETIME: &str = "env -u LD_PRELOAD";
+
 /// One PostgreSQL cluster owned by a test.
 pub struct Cluster {
     pub port: u16,
@@ -222,7 +227,7 @@ impl Cluster {
         self.set("archive_mode", "on");
         self.set(
             "archive_command",
-            &format!("'cp %p {}/%f'", archive.display()),
+            &format!("'{WITHOUT_FAKETIME} cp %p {}/%f'", archive.display()),
         );
         archive
     }
@@ -255,7 +260,7 @@ impl Cluster {
     pub fn restore_from(&self, archive: &std::path::Path, target: Option<&str>) {
         self.set(
             "restore_command",
-            &format!("'cp {}/%f %p'", archive.display()),
+            &format!("'{WITHOUT_FAKETIME} cp {}/%f %p'", archive.display()),
         );
         self.set("archive_mode", "off");
         if let Some(name) = target {
