@@ -12,8 +12,7 @@
 //! | missing (no file, fewer pages than the state has, block 0 never written) | none | install | create it fresh under the configured epoch |
 //! | missing | there | install | create it fenced as lost |
 //! | missing | either | need | create it fenced as lost |
-//! | a readable state, not fenced | (not looked for) | `pg_upgrade` | write it fenced as upgraded, keeping the rest |
-//! | a readable state, fenced | (not looked for) | `pg_upgrade` | use it as it is |
+//! | a readable state | (not looked for) | `pg_upgrade` | write it fenced as upgraded (a fence there stays), keeping the rest |
 //! | missing or damaged | (not looked for) | `pg_upgrade` | create it fenced as upgraded |
 //!
 //! A state created records the timeline it is created on. "Need" is the first generation,
@@ -142,11 +141,8 @@ pub fn plan(reading: Reading<'_>, occasion: Occasion, context: &Context) -> Plan
     let epoch = context.epoch_unix_ms;
     let timeline = reading.timeline;
     let (state, write) = match (reading.found, occasion) {
-        (Found::State(state), Occasion::PgUpgrade) if state.header.fence.is_some() => {
-            (*state, Write::Nothing)
-        }
         (Found::State(mut state), Occasion::PgUpgrade) => {
-            state.header.fence = Some(Fence::Upgraded);
+            state.header.fence.get_or_insert(Fence::Upgraded);
             (*state, Write::State)
         }
         (_, Occasion::PgUpgrade) => created(Header::fenced(Fence::Upgraded, epoch)),
@@ -320,11 +316,16 @@ mod tests {
                 }
             );
         }
-        // A fence already there stays as it is: nothing to write.
+        // A fence already there stays as it is, written again with the rest.
         let lost = DurableState::new(Header::fenced(Fence::Lost, EPOCH));
-        let plan = planned(Found::State(Box::new(lost)), false, 1, Occasion::PgUpgrade);
-        assert_eq!(plan.write, Write::Nothing);
+        let plan = planned(
+            Found::State(Box::new(lost.clone())),
+            false,
+            1,
+            Occasion::PgUpgrade,
+        );
         assert_eq!(plan.status, Status::Fenced(Fence::Lost));
+        assert_eq!(created(plan), lost.header);
     }
 
     #[test]

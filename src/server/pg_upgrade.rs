@@ -16,6 +16,7 @@
 //! read (a `pg_upgrade --check`, or an upgrade abandoned in copy mode, leaves it generating).
 
 use crate::server::issuing;
+use crate::server::state::witness;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::startup::Occasion;
@@ -34,9 +35,12 @@ fn binary_upgrade() -> bool {
 }
 
 /// Fences the state for `pg_upgrade`, once per process (see `snowid_core::startup`, occasion
-/// `PgUpgrade`).
+/// `PgUpgrade`). The databases coming in bring their records of the releases; what this
+/// cluster's witness listed (after a trial of the new cluster, say) is not theirs, and is
+/// forgotten first: a crash before the fence leaves nothing listed.
 fn fence_for_pg_upgrade() {
     if !FENCED.swap(true, Relaxed) {
+        witness::forget_released();
         issuing::start_up(Occasion::PgUpgrade);
     }
 }

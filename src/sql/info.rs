@@ -4,7 +4,7 @@
 use super::decode::timestamptz;
 use crate::errors;
 use crate::server::issuing;
-use crate::server::state::startup;
+use crate::server::state::{pages, startup};
 use crate::server::{counters, settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
@@ -96,7 +96,7 @@ pub(crate) fn generating() -> String {
 pub(crate) fn high_water_mark() -> Option<TimestampWithTimeZone> {
     let published = shared_memory::state()?.lease.end_ms();
     let end_unix_ms = match published {
-        0 => startup::recorded_lease_end()?,
+        0 => pages::recorded_lease_end()?,
         end_ms => settings::epoch_unix_ms() + end_ms as i64,
     };
     timestamptz(end_unix_ms)

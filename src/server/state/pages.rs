@@ -200,6 +200,17 @@ pub fn exists() -> bool {
     }
 }
 
+/// The lease end the pages record, without loading them into shared memory: for
+/// `snowid_info()`.
+pub fn recorded_lease_end() -> Option<i64> {
+    match read() {
+        Found::State(s) if s.header.lease_end_unix_ms > s.header.epoch_unix_ms => {
+            Some(s.header.lease_end_unix_ms)
+        }
+        _ => None,
+    }
+}
+
 /// Reads the state from its pages. A page the buffer manager finds damaged (a checksum failure
 /// or a broken header) comes back zeroed with a warning in the log; a zeroed block 0 whose file
 /// block is not all zero is damage, not a state never created.

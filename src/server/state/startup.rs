@@ -37,12 +37,6 @@ pub fn start(
             (pages::read(), Some(lock))
         }
     };
-    if occasion == Occasion::PgUpgrade {
-        // The databases coming in bring their records of the releases; what this cluster's
-        // witness listed (after a trial of the new cluster, say) is not theirs. Forgotten first:
-        // a crash before the fence leaves nothing listed.
-        witness::forget_released();
-    }
     let plan = planner(Reading {
         found,
         witnessed: &witnessed,
@@ -70,16 +64,6 @@ pub fn outlook(context: &Context) -> Status {
         context,
     )
     .status
-}
-
-/// The lease end the pages record, without loading them: for `snowid_info()`.
-pub fn recorded_lease_end() -> Option<i64> {
-    match pages::read() {
-        Found::State(s) if s.header.lease_end_unix_ms > s.header.epoch_unix_ms => {
-            Some(s.header.lease_end_unix_ms)
-        }
-        _ => None,
-    }
 }
 
 /// Whether anything witnesses that the cluster had the state: looked up only for pages found
