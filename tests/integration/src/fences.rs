@@ -206,9 +206,7 @@ pub fn resume(db: &mut Client, old_max: i64) {
 /// A preloaded cluster with a faked wall clock (still right), a table `t` keyed by
 /// `snowid_next(shard)`, and `rows` rows in it.
 pub fn cluster_with_rows(shard: i32, rows: i32) -> Cluster {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     start(&mut cluster);
     cluster
         .client()
@@ -414,9 +412,7 @@ pub fn clusters_to_upgrade_from(
     let old_max = max_id(&mut db);
     drop(db);
     old.stop("fast");
-    let mut new = Cluster::init();
-    new.set("shared_preload_libraries", "'snowid'");
-    new.fake_wall_clock();
+    let new = Cluster::init_preloaded_with_fake_clock();
     new.set_wall_clock_offset(BEHIND);
     (old, new, old_max)
 }

@@ -301,9 +301,21 @@ impl Cluster {
     /// Like [`Cluster::preloaded`], with the server's wall clock under the test's control (see
     /// [`Cluster::fake_wall_clock`]).
     pub fn preloaded_with_fake_clock() -> Cluster {
+        Cluster::init_with_fake_clock().preload_and_start(&[])
+    }
+
+    /// A cluster not started yet, with snowid preloaded and the server's wall clock under the
+    /// test's control (see [`Cluster::fake_wall_clock`]).
+    pub fn init_preloaded_with_fake_clock() -> Cluster {
+        let cluster = Cluster::init_with_fake_clock();
+        cluster.set("shared_preload_libraries", "'snowid'");
+        cluster
+    }
+
+    fn init_with_fake_clock() -> Cluster {
         let mut cluster = Cluster::init();
         cluster.fake_wall_clock();
-        cluster.preload_and_start(&[])
+        cluster
     }
 
     fn preload_and_start(mut self, settings: &[(&str, &str)]) -> Cluster {

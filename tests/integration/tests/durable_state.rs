@@ -25,9 +25,7 @@ fn min_of_next(db: &mut Client, shard: i32, n: i32) -> i64 {
 /// A preloaded cluster with a faked wall clock, a table `t` keyed by `snowid_next(1)`, and
 /// `rows` rows in it.
 fn cluster_with_rows(rows: i32) -> Cluster {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     cluster.start().unwrap();
     cluster
         .client()

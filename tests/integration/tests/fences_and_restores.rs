@@ -15,10 +15,8 @@ use std::path::PathBuf;
 /// A started primary that archives its WAL, whose wall clock the test moves, with snowid
 /// preloaded, `settings` set, and a table `t` keyed by shard 5 with `rows` rows; and its archive.
 fn archiving_primary(settings: &[(&str, &str)], rows: i32) -> (Cluster, PathBuf) {
-    let mut primary = Cluster::init();
+    let mut primary = Cluster::init_preloaded_with_fake_clock();
     let archive = primary.archive_wal();
-    primary.fake_wall_clock();
-    primary.set("shared_preload_libraries", "'snowid'");
     for (name, value) in settings {
         primary.set(name, value);
     }

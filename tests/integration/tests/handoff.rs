@@ -37,10 +37,8 @@ fn set_shards(db: &mut Client, shards: &str) {
 /// A started server with snowid preloaded whose wall clock runs `offset` (such as `-8s`) from
 /// real time from its very start, under libfaketime; the monotonic clock stays real.
 fn preloaded_with_clock_offset(offset: &str, shards: &str) -> Cluster {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     cluster.set_wall_clock_offset(offset);
-    cluster.set("shared_preload_libraries", "'snowid'");
     cluster.set("snowid.shards", &format!("'{shards}'"));
     cluster
         .start()

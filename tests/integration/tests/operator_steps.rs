@@ -481,9 +481,7 @@ fn a_promoted_standby_starts_past_its_clock_by_the_margin_and_keeps_releases() {
 /// it: shard 7, released there, stays released, as the cluster's witness lists it.
 #[test]
 fn a_lost_state_is_fenced_after_the_database_with_the_keys_was_dropped() {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     start(&mut cluster);
     cluster
         .client()

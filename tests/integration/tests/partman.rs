@@ -80,10 +80,8 @@ fn offset_to_noon() -> u64 {
 /// (4.x or 5.x) created in the schema `partman`; `None` (after reporting why) when pg_partman is
 /// not installed into this major.
 fn partman_server(offset: u64) -> Option<Partman> {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     cluster.set_wall_clock_offset(&format!("+{offset}"));
-    cluster.set("shared_preload_libraries", "'snowid'");
     cluster
         .start()
         .unwrap_or_else(|log| panic!("the server did not start:\n{log}"));

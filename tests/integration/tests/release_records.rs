@@ -124,9 +124,7 @@ fn a_release_survives_pg_upgrade() {
     }
     let (mut old, last7, a8_max) = a_with_shard_7_released(Cluster::init());
     old.stop("fast");
-    let mut new = Cluster::init();
-    new.set("shared_preload_libraries", "'snowid'");
-    new.fake_wall_clock();
+    let mut new = Cluster::init_preloaded_with_fake_clock();
     new.set_wall_clock_offset(BEHIND);
     new.pg_upgrade_from(&old, false);
     start(&mut new);

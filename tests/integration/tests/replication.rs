@@ -136,9 +136,7 @@ fn a_hot_standby_refuses_to_generate_and_still_decodes() {
 /// one exercised.
 #[test]
 fn failover_to_a_standby_whose_clock_is_behind() {
-    let mut primary = Cluster::init();
-    primary.fake_wall_clock();
-    primary.set("shared_preload_libraries", "'snowid'");
+    let mut primary = Cluster::init_preloaded_with_fake_clock();
     primary.set("snowid.max_lead", "'60s'");
     primary.set("fsync", "on");
     primary.start().unwrap();
@@ -323,9 +321,7 @@ fn upgrade_fences_until_resumed(mut old: Cluster) {
     drop(db);
     old.stop("fast");
 
-    let mut new = Cluster::init();
-    new.set("shared_preload_libraries", "'snowid'");
-    new.fake_wall_clock();
+    let mut new = Cluster::init_preloaded_with_fake_clock();
     new.set_wall_clock_offset("-10m");
     new.pg_upgrade_from(&old, false);
     for _ in 0..2 {
@@ -582,9 +578,7 @@ fn a_logical_subscriber_takes_over_above_the_copied_ids_once_resumed() {
     publisher.set("wal_level", "logical");
     publisher.set("shared_preload_libraries", "'snowid'");
     publisher.start().unwrap();
-    let mut subscriber = Cluster::init();
-    subscriber.set("shared_preload_libraries", "'snowid'");
-    subscriber.fake_wall_clock();
+    let mut subscriber = Cluster::init_preloaded_with_fake_clock();
     subscriber.set_wall_clock_offset("-10m");
     subscriber.start().unwrap();
 

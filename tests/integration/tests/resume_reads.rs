@@ -132,10 +132,8 @@ fn the_resume_refuses_keys_it_cannot_read() {
 /// resume reads its rows and every new ID is above them.
 #[test]
 fn the_resume_refuses_while_a_transaction_is_prepared() {
-    let mut cluster = Cluster::init();
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     cluster.set("max_prepared_transactions", "5");
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
     start(&mut cluster);
     let mut db = cluster.client();
     db.batch_execute(

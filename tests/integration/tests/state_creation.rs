@@ -18,9 +18,7 @@ const FAULTS: [&str; 2] = ["crash", "error"];
 
 /// A preloaded cluster, started with a fault point set (`point=fault`), not yet with snowid.
 fn started_with_fault(fault: &str) -> Cluster {
-    let mut cluster = Cluster::init();
-    cluster.fake_wall_clock();
-    cluster.set("shared_preload_libraries", "'snowid'");
+    let mut cluster = Cluster::init_preloaded_with_fake_clock();
     cluster.set_env("SNOWID_FAULT", fault);
     start(&mut cluster);
     cluster

@@ -35,6 +35,16 @@ fn extension_version() -> String {
         .to_string()
 }
 
+/// The version of snowid installed in `db`'s database.
+fn extversion(db: &mut snowid_integration::postgres::Client) -> String {
+    db.query_one(
+        "SELECT extversion FROM pg_extension WHERE extname = 'snowid'",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
 /// Guards against an upgrade that loses tables, breaks old defaults, or leaves the upgraded
 /// extension different from a fresh install: an earlier version is installed and used with this
 /// library, updated with ALTER EXTENSION, and then its old tables keep generating above their
@@ -56,13 +66,7 @@ fn upgrade_from(from: &str) {
              INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;"
     ))
     .unwrap();
-    let version: String = old
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'snowid'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version = extversion(&mut old);
     assert_eq!(version, from);
     let generating: String = old
         .query_one("SELECT generating FROM snowid_info()", &[])
@@ -78,13 +82,7 @@ fn upgrade_from(from: &str) {
         .get(0);
 
     old.batch_execute("ALTER EXTENSION snowid UPDATE").unwrap();
-    let version: String = old
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'snowid'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version = extversion(&mut old);
     assert_eq!(version, extension_version());
 
     old.batch_execute("INSERT INTO orders (n) SELECT g FROM generate_series(1001, 2000) g")
@@ -191,9 +189,7 @@ fn lease_record_of_0_2_0(lease_end_unix_ms: i64) -> Vec<u8> {
 /// its old IDs.
 #[test]
 fn wal_of_0_2_0_replays_and_its_cluster_is_fenced_until_resumed() {
-    let mut primary = Cluster::init();
-    primary.fake_wall_clock();
-    primary.set("shared_preload_libraries", "'snowid'");
+    let mut primary = Cluster::init_preloaded_with_fake_clock();
     start(&mut primary);
     let mut db = primary.client();
     db.batch_execute(
