@@ -367,8 +367,7 @@ impl Cluster {
 
     /// Steps the faked wall clock to this offset from real time, e.g. `-10m`, `-1h`, `+0`.
     pub fn set_wall_clock_offset(&self, offset: &str) {
-        fs::write(self.dir.join("faketime"), format!("{offset}\n"))
-            .expect("write the faketime file");
+        write_wall_clock_offset(&self.dir.join("faketime"), offset);
     }
 
     /// Starts the server and waits until it accepts connections. On failure, returns the log.
@@ -884,6 +883,15 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// Writes a libfaketime offset file (such as `-10m`) whole: into a file beside it, then renamed
+/// over it. A server under libfaketime rereads the file at every clock call and exits if it
+/// finds it empty, as a write in place leaves it for a moment.
+pub fn write_wall_clock_offset(file: &std::path::Path, offset: &str) {
+    let next = file.with_extension("next");
+    fs::write(&next, format!("{offset}\n")).expect("write the faketime file");
+    fs::rename(&next, file).expect("replace the faketime file");
 }
 
 fn run(command: &mut Command) {

@@ -59,7 +59,7 @@ impl Node {
 
     /// Sets this node's wall clock to an offset from real time, such as `-30s` or `+0`.
     pub fn set_clock(&self, offset: &str) {
-        fs::write(self.dir.join("faketime"), format!("{offset}\n")).expect("write faketime");
+        crate::write_wall_clock_offset(&self.dir.join("faketime"), offset);
     }
 
     /// A connection to this node's PostgreSQL.

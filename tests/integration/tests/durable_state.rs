@@ -4,7 +4,7 @@
 //! and a glitch of the wall clock leaves no trace.
 
 use snowid_integration::postgres::{Client, Error};
-use snowid_integration::{code, now_unix_ms, Cluster, Watchdog};
+use snowid_integration::{code, now_unix_ms, write_wall_clock_offset, Cluster, Watchdog};
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -233,11 +233,11 @@ fn glitch<T>(cluster: &Cluster, for_ms: u64, mut sample: impl FnMut() -> T) -> (
     let (stepped_tx, stepped_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let stepper = std::thread::spawn(move || {
-        std::fs::write(&file, "+1d\n").unwrap();
+        write_wall_clock_offset(&file, "+1d");
         let stepped = std::time::Instant::now();
         stepped_tx.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(for_ms));
-        std::fs::write(&file, "+0\n").unwrap();
+        write_wall_clock_offset(&file, "+0");
         let lasted = stepped.elapsed();
         done_tx.send(()).unwrap();
         lasted
