@@ -28,8 +28,8 @@ pub use postgres;
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
 /// Prefixes the commands a server runs for itself (archiving, restoring): they run without
-/// libfaketime, whose start-up in a fresh program can hang now and then (a semaphore it opens in
-/// `/dev/shm`), and need no faked clock. The server keeps its own.
+/// libfaketime and need no faked clock (the server keeps its own). Under it, an archiver's `cp`
+/// once never finished, failing a restore test on 19.
 const WITHOUT_FAKETIME: &str = "env -u LD_PRELOAD";
 
 /// One PostgreSQL cluster owned by a test.
