@@ -71,7 +71,8 @@ impl DurableStore for Bench {
             timeline: 0,
         }))
     }
-    fn persist(&self, _: &Change) -> Result<(), ()> {
+    fn persist(&self, _: &Change, in_force: &mut dyn FnMut()) -> Result<(), ()> {
+        in_force();
         Ok(())
     }
 }

@@ -115,7 +115,9 @@ impl Fence {
 /// Everything in the state but the released shards' last IDs: the contents of block 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// The earliest epoch IDs were issued under, in Unix milliseconds.
+    /// The earliest epoch IDs were issued under, in Unix milliseconds; in a fenced state, the
+    /// epoch it was created with, which no ID was issued under (a resume that lifts the fence
+    /// replaces it).
     pub epoch_unix_ms: i64,
     /// The time-base floor, in Unix milliseconds.
     pub base_unix_ms: i64,
@@ -329,8 +331,13 @@ impl Change {
                 lease_end_unix_ms,
                 ..
             } => {
+                // A fenced state issued nothing under the epoch it was created with: the IDs it
+                // stands for were issued under an epoch it cannot know, and the resume rose above
+                // them as numbers. The fence lifts under the epoch the resume was made with.
+                if header.fence.take().is_some() {
+                    header.epoch_unix_ms = *epoch_unix_ms;
+                }
                 raise(header, *epoch_unix_ms, *base_unix_ms, *lease_end_unix_ms);
-                header.fence = None;
             }
             Change::TakeBack {
                 above_id,

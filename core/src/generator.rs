@@ -22,7 +22,11 @@
 //! Changes of the durable state (a lease, a release, a resume, the state's creation) are made by
 //! the holder of the writer's claim, one shared atomic taken by CAS: a caller that finds it held
 //! never blocks on it. A change is made durable ([`DurableStore::persist`]) before it is
-//! published to other callers, and no stamp past the published lease is ever issued. After a
+//! published to other callers, and no stamp past the published lease is ever issued. A change
+//! that only restricts (a resume's higher floor, a fence lifted, a shard taken back, a release)
+//! is in force here as soon as it is flushed, before the wait for the synchronous standbys, as a
+//! commit is: a cancelled wait cannot undo it. A lease, which lets IDs be handed out, is
+//! published only once the standbys have it. After a
 //! failed change the claim backs off (10 ms, doubling to a second), so that a failing store is
 //! tried by one caller at a time, not by every caller.
 
@@ -473,11 +477,14 @@ impl Shared {
             return;
         }
         // Every old ID's time field is below the lease end under the earliest epoch, and so
-        // below it under this one, which is no later.
-        let end_ms = header
-            .end_ms_under(epoch_unix_ms)
-            .unwrap_or(END_OF_TIME_MS)
-            .min(END_OF_TIME_MS);
+        // below it under this one, which is no later. A fenced state's epoch may be later than
+        // its lease end (it was created under an earlier one, and issued nothing): the resume
+        // that lifts its fence sets the floor.
+        let end_ms = match header.end_ms_under(epoch_unix_ms) {
+            Some(end_ms) => end_ms.min(END_OF_TIME_MS),
+            None if header.fence.is_some() => 0,
+            None => END_OF_TIME_MS,
+        };
         self.time_base.raise_to(header.base_unix_ms, now);
         // A released shard issued nothing after its last ID, which its cell keeps, so that
         // snowid_stats() shows it; every other shard resumes past the lease.
@@ -496,6 +503,18 @@ impl Shared {
         }
         self.lease.set_status(status);
     }
+}
+
+/// A shard that no caller here issues any more, whose release is not yet durable (see
+/// [`Generator::stop_issuing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Stopped {
+    pub shard: Shard,
+    /// The last ID issued for it here, or the floor it would have issued above.
+    pub last_id: i64,
+    /// Whether it was released already.
+    pub was_released: bool,
 }
 
 /// The protocol, bound to the shared state, a host, and the settings of the call.
@@ -653,9 +672,15 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         }
     }
 
-    /// Makes a change durable, counting the outcome for the back-off.
-    fn persist(&self, change: &Change, claimed: &Claimed<H>) -> Result<(), Refused<H::Error>> {
-        match self.host.persist(change) {
+    /// Makes a change durable, counting the outcome for the back-off; `in_force` runs once the
+    /// change holds here (see [`DurableStore::persist`]).
+    fn persist(
+        &self,
+        change: &Change,
+        claimed: &Claimed<H>,
+        in_force: &mut dyn FnMut(),
+    ) -> Result<(), Refused<H::Error>> {
+        match self.host.persist(change, in_force) {
             Ok(()) => {
                 self.shared.claim.succeeded();
                 self.shared.lease.writes.fetch_add(1, Relaxed);
@@ -758,6 +783,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 lease_end_unix_ms: self.epoch_unix_ms + end_ms as i64,
             },
             claimed,
+            &mut || {},
         )?;
         self.shared.lease.publish(end_ms, base_unix_ms);
         Ok(())
@@ -828,18 +854,15 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         if !self.shared.shard(shard).last().1 {
             return Err(Refused::NotReleased);
         }
-        let floor = self.raise_past(above, &claimed, true)?;
-        shard_state::reclaim(
-            &self.shared.shard(shard).stamp,
-            stamp(above.ms, above.seq as u64),
-        );
-        Ok(floor)
+        self.raise_past(above, &claimed, true)
     }
 
     /// Makes every later ID dated after `above`'s millisecond, durably: the time base and the
     /// lease past it, every shard that is not released above it, the fence lifted; with
-    /// `take_back`, `above`'s shard is also no longer released in the durable state (the caller
-    /// takes it back in shared memory).
+    /// `take_back`, `above`'s shard is taken back too, above `above`. All of it but the lease is
+    /// in force here once the change is flushed, before the wait for the synchronous standbys;
+    /// the lease is published once they have it, so that an ID under it is never handed out
+    /// before then (a caller that needs one sooner writes a lease of its own, and waits).
     fn raise_past(
         &self,
         above: Parts,
@@ -879,11 +902,18 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 lease_end_unix_ms,
             },
         };
-        self.persist(&change, claimed)?;
-        self.shared.time_base.raise_to(new_base, now);
-        self.shared.raise_floors(stamp(above.ms, MAX_SEQ as u64));
+        self.persist(&change, claimed, &mut || {
+            self.shared.time_base.raise_to(new_base, now);
+            self.shared.raise_floors(stamp(above.ms, MAX_SEQ as u64));
+            if let (true, Some(shard)) = (take_back, Shard::new(above.shard)) {
+                shard_state::reclaim(
+                    &self.shared.shard(shard).stamp,
+                    stamp(above.ms, above.seq as u64),
+                );
+            }
+            self.shared.lease.set_status(Status::Generating);
+        })?;
         self.shared.lease.publish(end_ms, new_base);
-        self.shared.lease.set_status(Status::Generating);
         Ok(new_base)
     }
 
@@ -896,12 +926,47 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// (fenced, or configured with a later epoch than its IDs') refuses: the ID it would
     /// return could be below IDs it issued, and the next owner would resume below them.
     pub fn release(&self, shard: Shard) -> Result<i64, Refused<H::Error>> {
-        let claimed = self.claim()?;
-        self.load_claimed(&claimed)?;
-        if let Some(refused) = self.shared.lease.status().refusal() {
-            return Err(refused);
+        let stopped = self.stop_issuing(shard)?;
+        self.make_release_durable(&stopped)
+    }
+
+    /// The first half of a release: from now on no caller here issues an ID for `shard`,
+    /// including callers already running, and the shard's last ID is known. Nothing is durable
+    /// yet: [`Generator::make_release_durable`] makes it so, or [`Generator::resume_issuing`]
+    /// undoes it. Between the two a host records the release where it must (see
+    /// [`crate::release_records`]). A server that cannot know its last ID (fenced, or configured
+    /// with a later epoch than its IDs') refuses, as [`Generator::release`] does.
+    pub fn stop_issuing(&self, shard: Shard) -> Result<Stopped, Refused<H::Error>> {
+        match self.status()?.refusal() {
+            Some(refused) => Err(refused),
+            None => {
+                let cell = self.shared.shard(shard);
+                let (_, was_released) = cell.last();
+                let last_id = id_from_stamp(shard_state::release(&cell.stamp), shard);
+                Ok(Stopped {
+                    shard,
+                    last_id,
+                    was_released,
+                })
+            }
         }
-        self.release_claimed(shard, 0, &claimed)
+    }
+
+    /// The second half of a release: durable, so that no server that replays this one's WAL
+    /// issues the shard either. Returns its last ID.
+    pub fn make_release_durable(&self, stopped: &Stopped) -> Result<i64, Refused<H::Error>> {
+        let claimed = self.claim()?;
+        self.release_claimed(stopped.shard, stopped.last_id, &claimed)
+    }
+
+    /// Undoes [`Generator::stop_issuing`] before the release was made durable: the shard issues
+    /// again, above its last ID and the time base, unless it was released before.
+    pub fn resume_issuing(&self, stopped: Stopped) {
+        if !stopped.was_released {
+            let floor = crate::layout::decompose(stopped.last_id)
+                .map_or(0, |p| stamp(p.ms, p.seq as u64));
+            shard_state::reclaim(&self.shared.shard(stopped.shard).stamp, floor);
+        }
     }
 
     /// Releases a shard with the claim held: no caller issues for it from now on, and the release
@@ -918,7 +983,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         if let Some(parts) = crate::layout::decompose(last_id) {
             cell.mark_released(stamp(parts.ms, parts.seq as u64));
         }
-        self.persist(&Change::Release { shard, last_id }, claimed)?;
+        self.persist(&Change::Release { shard, last_id }, claimed, &mut || {})?;
         Ok(last_id)
     }
 }

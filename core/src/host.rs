@@ -36,10 +36,13 @@ pub trait DurableStore {
         plan: &dyn Fn(Reading<'_>) -> Plan,
     ) -> Result<Plan, Self::Error>;
 
-    /// Makes a change durable before returning: inside PostgreSQL, its WAL record is flushed,
-    /// and on the synchronous standbys if there are any. Only after this returns may anything
-    /// that depends on the change be used.
-    fn persist(&self, change: &Change) -> Result<(), Self::Error>;
+    /// Makes a change durable, in the order a commit is made durable: its record is written and
+    /// flushed here, then `in_force` runs (from then on the change holds on this server, whatever
+    /// follows), then the host waits until the synchronous standbys have it, if there are any.
+    /// An error before `in_force` ran means the change was not made; an error after it (a
+    /// cancelled wait for the standbys) means it holds here, and what depends on the standbys
+    /// having it (a lease that covers IDs handed out) must not be used.
+    fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), Self::Error>;
 }
 
 /// A wait was ended early, by a cancel or a timeout.

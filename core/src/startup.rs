@@ -96,17 +96,20 @@ pub enum Status {
 }
 
 impl Status {
-    /// What a loaded state lets a server configured with `epoch_unix_ms` do.
+    /// What a loaded state lets a server configured with `epoch_unix_ms` do. A fence comes
+    /// first: a fenced state issued nothing under the epoch it records (see
+    /// [`Header::epoch_unix_ms`]), so that epoch constrains nothing, and the fence lifts under
+    /// whichever epoch is configured then.
     pub fn of(header: &Header, epoch_unix_ms: i64) -> Status {
+        if let Some(fence) = header.fence {
+            return Status::Fenced(fence);
+        }
         if !header.allows_epoch(epoch_unix_ms) {
             return Status::EpochMovedLater {
                 recorded_epoch_unix_ms: header.epoch_unix_ms,
             };
         }
-        match header.fence {
-            Some(fence) => Status::Fenced(fence),
-            None => Status::Generating,
-        }
+        Status::Generating
     }
 }
 

@@ -115,7 +115,7 @@ impl DurableStore for Host {
         }
         Ok(plan)
     }
-    fn persist(&self, change: &Change) -> Result<(), ()> {
+    fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), ()> {
         match change {
             Change::Lease {
                 lease_end_unix_ms, ..
@@ -140,6 +140,7 @@ impl DurableStore for Host {
             }
             Change::Init(_) | Change::Promotion { .. } | Change::Lease020 { .. } => {}
         }
+        in_force();
         Ok(())
     }
 }

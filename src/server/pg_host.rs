@@ -43,10 +43,10 @@ impl DurableStore for PgHost {
         startup::start(occasion, plan)
     }
 
-    /// The change's WAL record with its pages, flushed, and confirmed by the synchronous
-    /// standbys if there are any.
-    fn persist(&self, change: &Change) -> Result<(), Unavailable> {
-        state::persist(change)
+    /// The change's WAL record with its pages, flushed, in force, and confirmed by the
+    /// synchronous standbys if there are any.
+    fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), Unavailable> {
+        state::persist(change, in_force)
     }
 }
 

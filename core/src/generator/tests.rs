@@ -30,6 +30,9 @@ struct Host {
     /// Every write fails once this many changes are durable.
     fail_after_persists: Cell<Option<usize>>,
     panic_persist: Cell<bool>,
+    /// The wait for the synchronous standbys is cancelled: every change is durable here, in
+    /// force, and then fails.
+    standbys_cancelled: Cell<bool>,
     /// Runs inside `persist`, before the change is durable: another caller racing the writer.
     during_persist: RefCell<Option<Box<dyn Fn()>>>,
     /// How many waits may still pass before a wait is "cancelled".
@@ -64,6 +67,7 @@ impl Host {
             fail_persist: Cell::new(false),
             fail_after_persists: Cell::new(None),
             panic_persist: Cell::new(false),
+            standbys_cancelled: Cell::new(false),
             during_persist: RefCell::new(None),
             waits_left: Cell::new(u32::MAX),
             waited: RefCell::new(Vec::new()),
@@ -165,18 +169,24 @@ impl DurableStore for Host {
                     .borrow_mut()
                     .push(Change::Init(Box::new(plan.state.header.clone())));
             }
-            Write::Change(change) => self.persist(change)?,
+            Write::Change(change) => self.persist(change, &mut || {})?,
         }
         Ok(plan)
     }
 
-    fn persist(&self, change: &Change) -> Result<(), DiskFull> {
+    fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), DiskFull> {
         self.write_fails()?;
-        let mut disk = self.disk.borrow_mut();
-        let state = disk.get_or_insert_with(|| DurableState::new(Header::fresh(0)));
-        change.apply(state);
-        self.changes.borrow_mut().push(change.clone());
-        Ok(())
+        {
+            let mut disk = self.disk.borrow_mut();
+            let state = disk.get_or_insert_with(|| DurableState::new(Header::fresh(0)));
+            change.apply(state);
+            self.changes.borrow_mut().push(change.clone());
+        }
+        in_force();
+        match self.standbys_cancelled.get() {
+            true => Err(DiskFull),
+            false => Ok(()),
+        }
     }
 }
 
@@ -922,8 +932,8 @@ impl DurableStore for Descheduled {
     ) -> Result<Plan, DiskFull> {
         self.0.start(occasion, plan)
     }
-    fn persist(&self, change: &Change) -> Result<(), DiskFull> {
-        self.0.persist(change)
+    fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), DiskFull> {
+        self.0.persist(change, in_force)
     }
 }
 impl Wait for Descheduled {
@@ -1324,4 +1334,123 @@ fn every_wait_at_the_lead_is_counted() {
     }
     assert_eq!(host.waited.borrow().as_slice(), [1, 1, 1]);
     assert_eq!(shared.tally(shard(9)).waits(), 3);
+}
+
+#[test]
+fn a_resume_cancelled_while_waiting_for_the_standbys_is_in_force_here() {
+    // Guards against a resume, a take-back or a fence lift whose 57014 says it holds while it
+    // did not (0.6.0: after a resume above X cancelled while waiting for the standbys, 1,000 of
+    // 1,000 new IDs were at or below X until a restart).
+    let host = Host::new();
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    let last = g.next_id(shard(7)).unwrap();
+    let above = compose(ms_of(last) + 600_000, 7, 9).unwrap();
+    host.standbys_cancelled.set(true);
+    assert_eq!(g.resume_above(parts(above)), Err(Refused::Persist(DiskFull)));
+    host.standbys_cancelled.set(false);
+    let next = g.next_id(shard(7)).unwrap();
+    assert!(next > above, "in force: {next} is not above {above}");
+    assert!(g.next_id(shard(8)).unwrap() > above, "every shard");
+
+    // A take-back cancelled so: the shard issues again, above the ID it was taken back above.
+    g.release(shard(5)).unwrap();
+    let theirs = compose(ms_of(next) + 1000, 5, 3).unwrap();
+    host.standbys_cancelled.set(true);
+    assert!(g.take_back(parts(theirs)).is_err());
+    host.standbys_cancelled.set(false);
+    assert!(g.next_id(shard(5)).unwrap() > theirs, "taken back");
+
+    // A fence lift cancelled so: the server generates.
+    let fenced = Host::with_disk(Header::fenced(Fence::Lost, EPOCH));
+    let shared = fenced.restart();
+    let g = generator(&shared, &fenced);
+    let above = compose(now_ms(&fenced) + 50, 3, 3).unwrap();
+    fenced.standbys_cancelled.set(true);
+    assert!(g.resume_above(parts(above)).is_err());
+    fenced.standbys_cancelled.set(false);
+    assert_eq!(shared.lease.status(), Status::Generating, "the fence is lifted");
+    assert!(g.next_id(shard(1)).unwrap() > above);
+}
+
+#[test]
+fn a_lease_cancelled_while_waiting_for_the_standbys_covers_no_id() {
+    // Guards against an ID handed out under a lease the synchronous standbys may not have.
+    let host = Host::new();
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    host.standbys_cancelled.set(true);
+    assert_eq!(g.next_id(shard(1)), Err(Refused::Persist(DiskFull)));
+    assert_eq!(shared.lease.end_ms(), 0, "not published");
+    // A resume's lease is published only once the standbys have it, too.
+    let above = compose(now_ms(&host) + 10, 1, 0).unwrap();
+    let _ = g.resume_above(parts(above));
+    assert_eq!(shared.lease.end_ms(), 0, "not published");
+    assert_eq!(
+        shared.try_issue(shard(1), host.mono.get(), EPOCH, LEAD),
+        FastIssue::Slow
+    );
+}
+
+#[test]
+fn a_release_stopped_then_undone_issues_again_and_one_made_durable_stays() {
+    let host = Host::new();
+    let shared = host.restart();
+    let g = generator(&shared, &host);
+    let last = g.next_id(shard(4)).unwrap();
+    let stopped = g.stop_issuing(shard(4)).unwrap();
+    assert_eq!(stopped.last_id, last);
+    assert!(!stopped.was_released);
+    assert_eq!(g.next_id(shard(4)), Err(Refused::Released), "stopped at once");
+    let writes = host.persists();
+    g.resume_issuing(stopped);
+    assert_eq!(host.persists(), writes, "nothing durable");
+    assert!(g.next_id(shard(4)).unwrap() > last, "issues again, above");
+
+    // Made durable: outlives a restart; a second release returns the same last ID, and undoing
+    // that second one leaves the first in place.
+    let stopped = g.stop_issuing(shard(4)).unwrap();
+    let last = g.make_release_durable(&stopped).unwrap();
+    let again = g.stop_issuing(shard(4)).unwrap();
+    assert!(again.was_released);
+    assert_eq!(again.last_id, last);
+    g.resume_issuing(again);
+    assert_eq!(g.next_id(shard(4)), Err(Refused::Released));
+    let shared = host.restart();
+    assert_eq!(
+        generator(&shared, &host).next_id(shard(4)),
+        Err(Refused::Released)
+    );
+}
+
+#[test]
+fn a_fenced_state_lifts_under_the_epoch_configured_then() {
+    // Guards against a fence no statement could lift (0.6.0: a cluster upgraded while the
+    // default epoch was configured, then given its old, later epoch back, refused every resume
+    // with a detail naming an epoch no ID was issued under).
+    let later = EPOCH + 86_400_000 * 300;
+    let host = Host::with_disk(Header::fenced(Fence::Upgraded, EPOCH));
+    host.wall_offset.set(later + 86_400_000 * 20 - host.mono.get());
+    let shared = host.restart();
+    let g = Generator::new(&shared, &host, later, LEAD);
+    assert_eq!(
+        g.next_id(shard(2)),
+        Err(Refused::Fenced(Fence::Upgraded)),
+        "the fence, not the epoch, is what refuses"
+    );
+    let now = (host.wall_ms() - later) as u64;
+    let old_key = compose(now - 5_000, 2, 7).unwrap();
+    g.resume_above(parts(old_key)).unwrap();
+    assert_eq!(host.header().epoch_unix_ms, later, "the epoch of the resume");
+    assert!(g.next_id(shard(2)).unwrap() > old_key);
+    let shared = host.restart();
+    let g = Generator::new(&shared, &host, later, LEAD);
+    assert!(g.next_id(shard(2)).unwrap() > old_key, "after a restart too");
+    // The epoch now constrains as any other: a later one still is refused.
+    let shared = host.restart();
+    let g = Generator::new(&shared, &host, later + 1, LEAD);
+    assert!(matches!(
+        g.next_id(shard(2)),
+        Err(Refused::EpochMovedLater { .. })
+    ));
 }

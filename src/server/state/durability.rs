@@ -24,10 +24,21 @@ pub struct NotReplicated;
 
 /// Makes a record durable before anything depending on it is used: flushes the WAL up to it,
 /// then, if synchronous standbys are configured, waits until they have flushed it too. A cancel
-/// ends the wait with [`NotReplicated`]; then the change must not be used.
+/// ends the wait with [`NotReplicated`]; then what depends on the standbys must not be used.
 pub fn make_durable(lsn: pg_sys::XLogRecPtr) -> Result<(), NotReplicated> {
+    flush(lsn);
+    wait_for_sync_standbys(lsn)
+}
+
+/// Flushes the WAL up to a record this process inserted: durable here.
+pub fn flush(lsn: pg_sys::XLogRecPtr) {
     // SAFETY: XLogFlush on a location this process inserted.
     unsafe { pg_sys::XLogFlush(lsn) };
+}
+
+/// If synchronous standbys are configured, waits until they have flushed the WAL up to `lsn`.
+/// A cancel ends the wait with [`NotReplicated`].
+pub fn wait_for_sync_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), NotReplicated> {
     while sync_standbys_configured() {
         if confirmed_flush() >= lsn {
             return Ok(());

@@ -22,16 +22,20 @@ pub mod startup;
 pub mod wal_records;
 pub mod witness;
 
-use durability::make_durable;
+use durability::{flush, wait_for_sync_standbys};
 use pgrx::prelude::*;
 use snowid_core::durable::{Change, Unavailable};
 
-/// Makes one change of the state durable: its WAL record with its pages, flushed, and confirmed
-/// by the synchronous standbys if there are any. A cancel of that wait leaves the change
-/// durable here, and says so ([`Unavailable::NotReplicated`]).
-pub fn persist(change: &Change) -> Result<(), Unavailable> {
+/// Makes one change of the state durable: its WAL record with its pages, flushed; then
+/// `in_force` runs, since the change holds here from then on; then the synchronous standbys
+/// confirm it, if there are any. A cancel of that wait leaves the change durable and in force
+/// here, and says so ([`Unavailable::NotReplicated`]).
+pub fn persist(change: &Change, in_force: &mut dyn FnMut()) -> Result<(), Unavailable> {
     let lsn = pages::write(change).map_err(Unavailable::Damaged)?;
-    make_durable(lsn).map_err(|_| Unavailable::NotReplicated(Box::new(change.clone())))?;
+    flush(lsn);
+    in_force();
+    wait_for_sync_standbys(lsn)
+        .map_err(|_| Unavailable::NotReplicated(Box::new(change.clone())))?;
     if let Change::Promotion {
         timeline,
         base_unix_ms,

@@ -45,7 +45,7 @@ pub fn start(
     match &plan.write {
         Write::Nothing => {}
         Write::State => write_durably(&plan.state)?,
-        Write::Change(change) => persist(change)?,
+        Write::Change(change) => persist(change, &mut || {})?,
     }
     leave_witnesses(occasion == Occasion::PgUpgrade);
     Ok(plan)
