@@ -963,8 +963,8 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// again, above its last ID and the time base, unless it was released before.
     pub fn resume_issuing(&self, stopped: Stopped) {
         if !stopped.was_released {
-            let floor = crate::layout::decompose(stopped.last_id)
-                .map_or(0, |p| stamp(p.ms, p.seq as u64));
+            let floor =
+                crate::layout::decompose(stopped.last_id).map_or(0, |p| stamp(p.ms, p.seq as u64));
             shard_state::reclaim(&self.shared.shard(stopped.shard).stamp, floor);
         }
     }

@@ -54,7 +54,7 @@ const _: () =
     assert!(((MAX_MS as i128) << TIME_SHIFT) | ((1 << TIME_SHIFT) - 1) == i64::MAX as i128);
 
 /// A shard number known to be within 0..=8191.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Shard(u16);
 
 impl Shard {

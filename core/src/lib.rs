@@ -9,6 +9,11 @@
 //! - [`shard_hash`]: the stable hash from a key to a shard.
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
+//! - [`release_records`]: the records of the released shards kept beside the durable state (the
+//!   cluster's witness, each database's table): what each change writes, in which order, so
+//!   that no record ever says less than the state, and what a fence lift releases again.
+//! - [`resume_above`]: the ID a resume rises above, from the keys the databases hold, and how far
+//!   ahead of the clock a key may be dated before a superuser must accept it.
 //! - [`startup`]: start-up as one plan: what the durable state is when a server first needs it,
 //!   at install, and while `pg_upgrade` brings databases in (loaded, created fresh, or fenced, and
 //!   why), what must be written first (a creation, a promotion), and whether the server
@@ -28,6 +33,8 @@ pub mod epoch;
 pub mod generator;
 pub mod host;
 pub mod layout;
+pub mod release_records;
+pub mod resume_above;
 pub mod shard_hash;
 pub mod shard_set;
 pub mod shard_state;

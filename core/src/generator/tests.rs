@@ -1347,7 +1347,10 @@ fn a_resume_cancelled_while_waiting_for_the_standbys_is_in_force_here() {
     let last = g.next_id(shard(7)).unwrap();
     let above = compose(ms_of(last) + 600_000, 7, 9).unwrap();
     host.standbys_cancelled.set(true);
-    assert_eq!(g.resume_above(parts(above)), Err(Refused::Persist(DiskFull)));
+    assert_eq!(
+        g.resume_above(parts(above)),
+        Err(Refused::Persist(DiskFull))
+    );
     host.standbys_cancelled.set(false);
     let next = g.next_id(shard(7)).unwrap();
     assert!(next > above, "in force: {next} is not above {above}");
@@ -1369,7 +1372,11 @@ fn a_resume_cancelled_while_waiting_for_the_standbys_is_in_force_here() {
     fenced.standbys_cancelled.set(true);
     assert!(g.resume_above(parts(above)).is_err());
     fenced.standbys_cancelled.set(false);
-    assert_eq!(shared.lease.status(), Status::Generating, "the fence is lifted");
+    assert_eq!(
+        shared.lease.status(),
+        Status::Generating,
+        "the fence is lifted"
+    );
     assert!(g.next_id(shard(1)).unwrap() > above);
 }
 
@@ -1401,7 +1408,11 @@ fn a_release_stopped_then_undone_issues_again_and_one_made_durable_stays() {
     let stopped = g.stop_issuing(shard(4)).unwrap();
     assert_eq!(stopped.last_id, last);
     assert!(!stopped.was_released);
-    assert_eq!(g.next_id(shard(4)), Err(Refused::Released), "stopped at once");
+    assert_eq!(
+        g.next_id(shard(4)),
+        Err(Refused::Released),
+        "stopped at once"
+    );
     let writes = host.persists();
     g.resume_issuing(stopped);
     assert_eq!(host.persists(), writes, "nothing durable");
@@ -1430,7 +1441,8 @@ fn a_fenced_state_lifts_under_the_epoch_configured_then() {
     // with a detail naming an epoch no ID was issued under).
     let later = EPOCH + 86_400_000 * 300;
     let host = Host::with_disk(Header::fenced(Fence::Upgraded, EPOCH));
-    host.wall_offset.set(later + 86_400_000 * 20 - host.mono.get());
+    host.wall_offset
+        .set(later + 86_400_000 * 20 - host.mono.get());
     let shared = host.restart();
     let g = Generator::new(&shared, &host, later, LEAD);
     assert_eq!(
@@ -1441,11 +1453,18 @@ fn a_fenced_state_lifts_under_the_epoch_configured_then() {
     let now = (host.wall_ms() - later) as u64;
     let old_key = compose(now - 5_000, 2, 7).unwrap();
     g.resume_above(parts(old_key)).unwrap();
-    assert_eq!(host.header().epoch_unix_ms, later, "the epoch of the resume");
+    assert_eq!(
+        host.header().epoch_unix_ms,
+        later,
+        "the epoch of the resume"
+    );
     assert!(g.next_id(shard(2)).unwrap() > old_key);
     let shared = host.restart();
     let g = Generator::new(&shared, &host, later, LEAD);
-    assert!(g.next_id(shard(2)).unwrap() > old_key, "after a restart too");
+    assert!(
+        g.next_id(shard(2)).unwrap() > old_key,
+        "after a restart too"
+    );
     // The epoch now constrains as any other: a later one still is refused.
     let shared = host.restart();
     let g = Generator::new(&shared, &host, later + 1, LEAD);
