@@ -1,3 +1,51 @@
 \echo Use "ALTER EXTENSION snowid UPDATE TO '0.7.0'" to load this file. \quit
 
 -- snowid 0.7.0.
+
+-- The resumes read every table as its owner, in a security-restricted operation, through its
+-- access method, so that no code of a database owner's runs as the superuser; a key dated
+-- further ahead of the clock than snowid issues needs the superuser's word (accept_ahead); a
+-- database that cannot be read can be left out knowingly (skip_databases). The earlier shapes
+-- keep their symbols in the library for the earlier versions' scripts.
+DROP FUNCTION snowid_resume_above(bigint);
+CREATE FUNCTION snowid_resume_above(
+	"id" bigint,
+	"skip_databases" TEXT[] DEFAULT NULL
+) RETURNS timestamp with time zone
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'resume_above_skipping_wrapper';
+DROP FUNCTION snowid_resume_above_columns(int[]);
+CREATE FUNCTION snowid_resume_above_columns(
+	"released" INT[] DEFAULT NULL,
+	"accept_ahead" interval DEFAULT NULL,
+	"skip_databases" TEXT[] DEFAULT NULL
+) RETURNS TABLE (
+	"database" TEXT,
+	"tbl" TEXT,
+	"col" TEXT,
+	"max_id" bigint
+)
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'resume_above_every_key_column_wrapper';
+REVOKE ALL ON FUNCTION snowid_resume_above(bigint, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowid_resume_above_columns(int[], interval, text[]) FROM PUBLIC;
+COMMENT ON FUNCTION snowid_resume_above(bigint, text[]) IS
+    'Superuser: from now on every ID this server issues is above this ID and dated after its millisecond, durably, and a fence is lifted (on a fenced server, above the highest snowid key of every database but those in skip_databases too, and with every release the databases record). Released shards stay released. For pg_upgrade, logical copies and shard hand-offs. Returns the new floor of the time base.';
+COMMENT ON FUNCTION snowid_resume_above_columns(int[], interval, text[]) IS
+    'Superuser: snowid_resume_above the highest value of every column, in every database of the cluster but those in skip_databases, whose default (or type''s default) calls snowid_next or that a snowid_fill_id trigger fills (partitions and children included), each read as its table''s owner; lists them. A key dated further ahead of the clock than snowid issues needs accept_ahead. On a fenced server it also releases again every shard the databases record as released, and those named in released, which it needs where no database records them. The one statement a fenced cluster needs.';
+
+-- A release is recorded in every database before it is made durable, a take-back after; both
+-- under one cluster-wide lock with installs.
+COMMENT ON FUNCTION snowid_take_back(int, bigint) IS
+    'Superuser: takes back a shard this server released, above an ID of that shard (its other owner''s last ID, from snowid_release there), durably, and records that in every database. Not undone by ROLLBACK. Returns the new floor of the time base.';
+COMMENT ON FUNCTION snowid_release(int) IS
+    'Superuser: stops this server, and every server that replays its WAL, issuing IDs for a shard, including in running statements, records that in every database, makes it durable, and returns the last ID issued for it. Not undone by ROLLBACK.';
+
+-- This database's record of the released shards is written from the state when the update
+-- commits, under that lock.
+CREATE FUNCTION snowid_create_state() RETURNS void
+VOLATILE LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_create_state_wrapper';
+SELECT @extschema@.snowid_create_state();
+DROP FUNCTION @extschema@.snowid_create_state();

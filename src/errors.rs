@@ -41,7 +41,12 @@ fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Op
 
 /// A SQLSTATE's five characters, as PostgreSQL's `unpack_sql_state` writes them.
 pub fn sqlstate(code: PgSqlErrorCode) -> String {
-    let packed = code as isize as i64;
+    sqlstate_of(code as isize as i32)
+}
+
+/// The five characters of a SQLSTATE packed as PostgreSQL's `ErrorData` holds it.
+pub fn sqlstate_of(packed: i32) -> String {
+    let packed = i64::from(packed);
     (0..5)
         .map(|i| char::from(((packed >> (6 * i)) & 0x3F) as u8 + b'0'))
         .collect()
@@ -180,17 +185,19 @@ pub fn no_key_columns() -> ! {
 }
 
 #[track_caller]
-pub fn survey_failed(database: &str, reason: &str) -> ! {
+pub fn survey_failed(database: &str, sqlstate: &str, reason: &str) -> ! {
     raise(
-        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        code_of(sqlstate),
         format!("snowid could not read the snowid keys of database \"{database}\""),
-        Some(detail_line(reason)),
-        Some(
-            "A resume that lifts a fence, and snowid_resume_above_columns(), read the highest \
-             snowid key of every database first; nothing was changed. Fix the cause and run it \
-             again."
-                .into(),
-        ),
+        Some(detail_line(&format!(
+            "a resume reads the highest snowid key of every database first, and nothing was \
+             changed; database \"{database}\": {reason}"
+        ))),
+        Some(format!(
+            "Fix the cause and run it again; or, knowing the highest snowid key that database \
+             holds, resume above it by number without reading it: SELECT \
+             snowid_resume_above(<that ID>, skip_databases => '{{{database}}}');"
+        )),
     )
 }
 
@@ -230,51 +237,83 @@ pub fn transactions_prepared(transactions: &[String]) -> ! {
     )
 }
 
+/// A key column a resume could not rise above, where, and why.
+pub struct UnreadableColumn {
+    pub database: String,
+    pub table: String,
+    pub column: String,
+    pub why: String,
+}
+
 #[track_caller]
-pub fn keys_unreadable(columns: &[(String, String, String, i64)]) -> ! {
+pub fn keys_unreadable(columns: &[UnreadableColumn]) -> ! {
     let list: Vec<String> = columns
         .iter()
-        .map(|(database, table, column, count)| {
-            format!("{table}.{column} in database \"{database}\" ({count} values)")
+        .map(|c| {
+            format!(
+                "{}.{} in database \"{}\": {}",
+                c.table, c.column, c.database, c.why
+            )
         })
         .collect();
+    let databases: Vec<&str> = columns.iter().map(|c| c.database.as_str()).collect();
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowid cannot read the keys of a column whose default calls snowid_next".into(),
+        "snowid cannot read every key of a column whose default calls snowid_next".into(),
         Some(detail_line(&format!(
-            "A resume reads a key column that is not bigint through its text, which must be an \
-             ID in decimal digits (as snowid_text writes it); these hold other values, so how \
-             high their keys go is unknown, and nothing was changed: {}",
-            list.join(", ")
+            "a resume rises above the highest snowid key of every database, and cannot tell how \
+             high these go, so nothing was changed: {}",
+            list.join("; ")
         ))),
-        Some(
-            "Find the highest snowid ID among those values and resume above it by number: \
-             SELECT snowid_resume_above(<that ID>); or change such a column's default so that \
-             it stores the ID as it is, or in digits."
-                .into(),
-        ),
+        Some(format!(
+            "Fix what keeps them from being read and run the resume again. Or find the highest \
+             snowid ID among them yourself and resume above it by number, without reading those \
+             databases: SELECT snowid_resume_above(<that ID>, skip_databases => '{{{}}}');",
+            databases.join(",")
+        )),
     )
 }
 
 #[track_caller]
-pub fn key_far_ahead(database: &str, table: &str, column: &str, key: i64, ahead_ms: i64) -> ! {
+pub fn key_far_ahead(
+    database: &str,
+    table: &str,
+    column: &str,
+    key: i64,
+    ahead_ms: i64,
+    unreviewed_ms: i64,
+) -> ! {
+    let minutes = (ahead_ms + 59_999) / 60_000;
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
-            "the highest snowid key is dated {:.1} hours ahead of this server's clock",
-            ahead_ms as f64 / 3_600_000.0
+            "the highest snowid key is dated {} ahead of this server's clock",
+            duration(ahead_ms)
         ),
         Some(format!(
             "Key {key}, in {table}.{column} of database \"{database}\", is dated further ahead \
-             than snowid issues, which a key stored by hand can be; resuming above it would date \
-             every later ID after it. Nothing was changed."
+             than snowid issues ({} past the clock, snowid.max_lead and a second), which a key \
+             stored by hand can be; resuming above it would date every later ID after it. \
+             Nothing was changed.",
+            duration(unreviewed_ms)
         )),
         Some(format!(
-            "If the key is genuine (this server's clock is behind), resume above it by number: \
-             SELECT snowid_resume_above({key}); otherwise correct or remove that row, and run \
-             the resume again."
+            "If the key is genuine (this server's clock is behind, after a restore or a failover \
+             to a server whose clock was set back), accept it: SELECT * FROM \
+             snowid_resume_above_columns(accept_ahead => '{minutes} minutes'); or resume above it \
+             by number: SELECT snowid_resume_above({key}); otherwise correct or remove that row, \
+             and run the resume again."
         )),
     )
+}
+
+/// A duration in the unit that reads best.
+fn duration(ms: i64) -> String {
+    match ms {
+        ..=119_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        ..=7_199_999 => format!("{:.1} minutes", ms as f64 / 60_000.0),
+        _ => format!("{:.1} hours", ms as f64 / 3_600_000.0),
+    }
 }
 
 #[track_caller]
@@ -311,43 +350,196 @@ pub fn released_named_without_fence() -> ! {
     )
 }
 
+/// The databases that already hold a new record, for a detail.
+fn already_written(written: &[String], what: &str) -> String {
+    match written {
+        [] => String::new(),
+        _ => format!(
+            " The records of database{} {} already {what}.",
+            if written.len() == 1 { "" } else { "s" },
+            written
+                .iter()
+                .map(|d| format!("\"{d}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 #[track_caller]
-pub fn release_not_recorded(
-    shard: i32,
-    last_id: i64,
-    database: &str,
-    sqlstate: &str,
-    reason: &str,
-) -> ! {
+pub fn release_interrupted(shard: i32, sqlstate: &str, reason: &str, written: &[String]) -> ! {
     raise(
         code_of(sqlstate),
-        format!(
-            "snowid shard {shard} was released, but database \"{database}\" could not record it"
-        ),
-        Some(detail_line(&format!(
-            "The release is durable, at last ID {last_id}: no statement here, nor on a server \
-             that replays this one's WAL, issues another ID for shard {shard}, and ROLLBACK does \
-             not undo that. What each database records is what keeps the release through a lost \
-             state or pg_upgrade. Database \"{database}\": {reason}"
-        ))),
+        format!("{reason}: snowid shard {shard} was not released"),
         Some(format!(
-            "Once that database can be written, run SELECT snowid_release({shard}); again: it \
-             returns the same last ID and records it."
+            "The release was stopped while it recorded the shard in every database, before it \
+             was durable: shard {shard} issues IDs on this server again.{}",
+            already_written(
+                written,
+                "list it as released, which keeps it refused after a lost state or pg_upgrade \
+                 until the next release, take-back or resume that lifts a fence writes them"
+            )
+        )),
+        Some(format!(
+            "Run SELECT snowid_release({shard}); again to release it."
         )),
     )
 }
 
 #[track_caller]
-pub fn records_not_writable(database: &str, sqlstate: &str, reason: &str) -> ! {
+pub fn release_not_recordable(
+    shard: i32,
+    database: &str,
+    sqlstate: &str,
+    reason: &str,
+    written: &[String],
+) -> ! {
     raise(
         code_of(sqlstate),
-        format!("snowid cannot release a shard: database \"{database}\" cannot record it"),
+        format!("snowid cannot release shard {shard}: database \"{database}\" cannot record it"),
+        Some(format!(
+            "A release is recorded in every database where snowid is installed before it is made \
+             durable, which is what keeps it through a lost state or pg_upgrade; shard {shard} \
+             was not released, and issues IDs on this server again.{} Database \"{database}\": \
+             {reason}",
+            already_written(
+                written,
+                "list it as released, which keeps it refused after a lost state or pg_upgrade \
+                 until the next release, take-back or resume that lifts a fence writes them"
+            )
+        )),
+        Some(format!(
+            "Fix the cause (a transaction holding a lock on that database's \
+             snowid_released_shards shows in pg_locks), then run SELECT snowid_release({shard}); \
+             again."
+        )),
+    )
+}
+
+#[track_caller]
+pub fn take_back_not_recorded(
+    shard: i32,
+    database: Option<&str>,
+    sqlstate: &str,
+    reason: &str,
+    written: &[String],
+) -> ! {
+    let (message, cause) = match database {
+        Some(database) => (
+            format!(
+                "snowid shard {shard} was taken back, but database \"{database}\" could not \
+                 record it"
+            ),
+            format!(" Database \"{database}\": {reason}"),
+        ),
+        None => (
+            format!("{reason}: snowid shard {shard} was taken back, but not recorded everywhere"),
+            String::new(),
+        ),
+    };
+    raise(
+        code_of(sqlstate),
+        message,
+        Some(format!(
+            "The take-back is durable and in force: shard {shard} issues IDs on this server \
+             again, also after a restart, and ROLLBACK does not undo that.{} The databases not \
+             yet written still list shard {shard} as released: after a lost state or \
+             pg_upgrade, the resume that lifts the fence would keep it released.{cause}",
+            already_written(written, "say it is taken back")
+        )),
+        Some(
+            "Once every database can be written, the next release, take-back or resume that \
+             lifts a fence writes every record; or take the shard back again then."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn fence_lift_not_recorded(
+    database: Option<&str>,
+    sqlstate: &str,
+    reason: &str,
+    written: &[String],
+) -> ! {
+    let (message, cause) = match database {
+        Some(database) => (
+            format!(
+                "snowid lifted its fence, but database \"{database}\" could not record the \
+                 released shards"
+            ),
+            format!(" Database \"{database}\": {reason}"),
+        ),
+        None => (
+            format!("{reason}: snowid lifted its fence, but did not record the released shards everywhere"),
+            String::new(),
+        ),
+    };
+    raise(
+        code_of(sqlstate),
+        message,
+        Some(format!(
+            "The resume is durable and in force: the fence is lifted, every shard it found \
+             released stays released, and ROLLBACK does not undo that.{} A database not yet \
+             written keeps its earlier record.{cause}",
+            already_written(written, "list the released shards")
+        )),
+        Some(
+            "Once every database can be written, SELECT snowid_release(<a released shard>); \
+             writes every record again."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn install_not_recorded(sqlstate: &str, reason: &str) -> ! {
+    raise(
+        code_of(sqlstate),
+        "snowid could not record the released shards in this database".into(),
         Some(detail_line(&format!(
-            "A release is recorded in every database where snowid is installed, which is what \
-             keeps it through a lost state or pg_upgrade; nothing was released. Database \
-             \"{database}\": {reason}"
+            "installing or updating snowid writes the shards the cluster released into \
+             snowid_released_shards when the transaction commits, and could not: {reason}; \
+             nothing was committed"
         ))),
-        Some("Fix the cause, then run the release again.".into()),
+        Some("Fix the cause and run the statement again.".into()),
+    )
+}
+
+#[track_caller]
+pub fn prepare_after_install() -> ! {
+    raise(
+        ERRCODE_FEATURE_NOT_SUPPORTED,
+        "cannot PREPARE a transaction that installed or updated snowid".into(),
+        Some(
+            "Its database's record of the released shards is written when it commits, under a \
+             lock that a prepared transaction would hold until COMMIT PREPARED."
+                .into(),
+        ),
+        Some("Install or update snowid in a transaction of its own.".into()),
+    )
+}
+
+#[track_caller]
+pub fn null_in_argument(argument: &str) -> ! {
+    raise(
+        ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        format!("{argument} must not contain nulls"),
+        None,
+        None,
+    )
+}
+
+#[track_caller]
+pub fn negative_accept_ahead() -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        "accept_ahead must not be negative".into(),
+        None,
+        Some(
+            "Give how far ahead of this server's clock a key may be dated, such as '15 minutes'."
+                .into(),
+        ),
     )
 }
 

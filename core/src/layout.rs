@@ -123,8 +123,46 @@ pub fn decompose(id: i64) -> Option<Parts> {
     })
 }
 
+/// The ID a key stored as text holds: decimal digits only, as `snowid_text` writes them, at most
+/// `i64::MAX`; with `numeric`, a fraction of zeros may follow (as `numeric`'s output writes a
+/// scale). Anything else (a sign, spaces, other digits, an exponent) is not an ID.
+pub fn id_from_digits(text: &str, numeric: bool) -> Option<i64> {
+    let digits = match text.split_once('.') {
+        Some((whole, fraction)) if numeric && fraction.bytes().all(|b| b == b'0') => whole,
+        Some(_) => return None,
+        None => text,
+    };
+    if digits.is_empty() || digits.len() > 19 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_decimal_digits_of_an_id_are_an_id() {
+        assert_eq!(id_from_digits("0", false), Some(0));
+        assert_eq!(id_from_digits("9223372036854775807", false), Some(i64::MAX));
+        for not in [
+            "",
+            "9223372036854775808",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1e3",
+            "0x10",
+            "١٢",
+        ] {
+            assert_eq!(id_from_digits(not, false), None, "{not:?}");
+        }
+        assert_eq!(id_from_digits("12.000", true), Some(12));
+        assert_eq!(id_from_digits("12.5", true), None);
+        assert_eq!(id_from_digits("12.000", false), None, "text is digits only");
+        assert_eq!(id_from_digits("NaN", true), None);
+    }
     use super::*;
     use proptest::prelude::*;
 

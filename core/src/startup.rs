@@ -12,8 +12,7 @@
 //! | missing (no file, fewer pages than the state has, block 0 never written) | none | install | create it fresh under the configured epoch |
 //! | missing | there | install | create it fenced as lost |
 //! | missing | either | need | create it fenced as lost |
-//! | a readable state | (not looked for) | `pg_upgrade` | write it fenced as upgraded (a fence there stays), keeping the rest |
-//! | missing or damaged | (not looked for) | `pg_upgrade` | create it fenced as upgraded |
+//! | any | (not looked for) | `pg_upgrade` | create it fenced as upgraded, keeping nothing of what was there |
 //!
 //! A state created records the timeline it is created on. "Need" is the first generation,
 //! release, resume or `snowid_info()` since the server started. A witness is anything that
@@ -28,7 +27,9 @@
 //! install and nothing is fenced; a crash or an error before its creation is durable leaves it
 //! missing, and the next try plans again from the same evidence. While `pg_upgrade` brings a
 //! database with snowid in, the cluster's state, whatever it held before (a trial of the new
-//! cluster, say), is not the state of the IDs coming in, and is fenced.
+//! cluster, say), is not the state of the IDs coming in: it is created again, fenced, with none of
+//! its releases (the cluster's witness forgets them too, see the server's `pg_upgrade` module),
+//! since the databases coming in bring their own records of the releases that are theirs.
 //!
 //! The first load on a WAL timeline the state has not recorded (a promoted standby, a
 //! point-in-time restore) records the timeline; where a promotion margin is set and the state
@@ -144,10 +145,6 @@ pub fn plan(reading: Reading<'_>, occasion: Occasion, context: &Context) -> Plan
     let epoch = context.epoch_unix_ms;
     let timeline = reading.timeline;
     let (state, write) = match (reading.found, occasion) {
-        (Found::State(mut state), Occasion::PgUpgrade) => {
-            state.header.fence.get_or_insert(Fence::Upgraded);
-            (*state, Write::State)
-        }
         (_, Occasion::PgUpgrade) => created(Header::fenced(Fence::Upgraded, epoch)),
         (Found::State(mut state), _) => match promotion(&state.header, timeline, occasion, context)
         {
@@ -304,31 +301,24 @@ mod tests {
             Occasion::PgUpgrade,
         );
         assert_eq!(plan.status, Status::Fenced(Fence::Upgraded));
-        let fenced = created(plan.clone());
-        assert_eq!(fenced.lease_end_unix_ms, EPOCH + 9_000);
-        assert!(fenced.released.contains(7), "its releases are kept");
-        assert_eq!(plan.state.last_ids[7], 12_345);
+        let fresh = Header {
+            timeline: 1,
+            ..Header::fenced(Fence::Upgraded, EPOCH)
+        };
+        assert_eq!(created(plan.clone()), fresh, "nothing of the trial is kept");
+        assert_eq!(plan.state.last_ids[7], 0);
 
-        for found in [Found::Missing, Found::Damaged(Damage::NotAState)] {
+        for found in [
+            Found::Missing,
+            Found::Damaged(Damage::NotAState),
+            Found::State(Box::new(DurableState::new(Header::fenced(
+                Fence::Lost,
+                EPOCH,
+            )))),
+        ] {
             let header = created(planned(found, true, 1, Occasion::PgUpgrade));
-            assert_eq!(
-                header,
-                Header {
-                    timeline: 1,
-                    ..Header::fenced(Fence::Upgraded, EPOCH)
-                }
-            );
+            assert_eq!(header, fresh);
         }
-        // A fence already there stays as it is, written again with the rest.
-        let lost = DurableState::new(Header::fenced(Fence::Lost, EPOCH));
-        let plan = planned(
-            Found::State(Box::new(lost.clone())),
-            false,
-            1,
-            Occasion::PgUpgrade,
-        );
-        assert_eq!(plan.status, Status::Fenced(Fence::Lost));
-        assert_eq!(created(plan), lost.header);
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //! - [`pg_upgrade`]: the state fenced while `pg_upgrade` brings databases with snowid in;
 //! - [`databases`]: what every database of the cluster holds (its snowid keys, its record of the
 //!   released shards), read or written by a background worker in each;
+//! - [`releases`]: a release, a take-back and a fence lift, carried out in the durable state,
+//!   the cluster's witness and every database's record, under one cluster-wide lock;
+//! - [`resumes`]: the resumes above a number or above every database's keys;
+//! - [`utility_hook`]: what snowid does before a utility statement (`pg_upgrade`'s restore,
+//!   `CREATE DATABASE`);
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
 pub mod counters;
@@ -16,6 +21,9 @@ pub mod databases;
 pub mod issuing;
 pub mod pg_host;
 pub mod pg_upgrade;
+pub mod releases;
+pub mod resumes;
 pub mod settings;
 pub mod shared_memory;
 pub mod state;
+pub mod utility_hook;

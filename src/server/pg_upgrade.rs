@@ -18,12 +18,9 @@
 use crate::server::issuing;
 use crate::server::state::witness;
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use snowid_core::startup::Occasion;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
-static mut PREVIOUS_UTILITY_HOOK: pg_sys::ProcessUtility_hook_type = None;
 
 /// Whether this process has fenced the state for the upgrade already.
 static FENCED: AtomicBool = AtomicBool::new(false);
@@ -54,58 +51,17 @@ pub fn loaded_into_backend() {
     }
 }
 
-/// Installs the utility hook that sees the extension's members restored in binary-upgrade mode.
-/// Call only from `_PG_init` during preload.
-pub fn install_hook() {
-    // SAFETY: the postmaster runs this once while loading preloaded libraries, when hooks are
-    // installed; the previous hook is kept and called.
-    unsafe {
-        PREVIOUS_UTILITY_HOOK = pg_sys::ProcessUtility_hook;
-        pg_sys::ProcessUtility_hook = Some(utility_hook);
-    }
-}
-
-#[pg_guard]
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C-unwind" fn utility_hook(
-    pstmt: *mut pg_sys::PlannedStmt,
-    query_string: *const std::ffi::c_char,
-    read_only_tree: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
-) {
-    // SAFETY: PostgreSQL passes a valid planned utility statement.
+/// What the utility hook does for `pg_upgrade`: a database restored in binary-upgrade mode adds
+/// snowid's members one by one (`ALTER EXTENSION snowid ADD ...`), and the first fences the
+/// state.
+///
+/// # Safety
+///
+/// `pstmt` is a valid planned utility statement.
+pub unsafe fn before_utility(pstmt: *mut pg_sys::PlannedStmt) {
+    // SAFETY: guaranteed by the caller.
     if binary_upgrade() && unsafe { adds_to_snowid(pstmt) } {
         fence_for_pg_upgrade();
-    }
-    // SAFETY: the arguments are passed on as PostgreSQL gave them, to the previous hook or to
-    // PostgreSQL's own processing (which pgrx binds as a Rust function, not a pointer).
-    unsafe {
-        match PREVIOUS_UTILITY_HOOK {
-            Some(previous) => previous(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
-            None => pg_sys::standard_ProcessUtility(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
-        }
     }
 }
 

@@ -1,32 +1,32 @@
 //! What `CREATE EXTENSION snowid` and `ALTER EXTENSION snowid UPDATE` do beyond creating the
 //! functions: make sure the durable state exists, so that from then on a missing state means a
-//! lost one (see `crate::server::state::startup`), and fill this database's record of the
-//! released shards from it (see `crate::server::databases::release_records`).
+//! lost one (see `crate::server::state::startup`), and have this database's record of the
+//! released shards written from it when the transaction commits (see `crate::server::releases`).
 //!
 //! The scripts create a function for it, call it once, and drop it again, so that nothing is
 //! left in the catalog for a user to call. Both work without preloading: the state is created in
 //! a WAL record that any server replays.
 
-use crate::server::databases::release_records;
-use crate::server::issuing;
+use crate::server::{issuing, releases};
 use pgrx::prelude::*;
 use snowid_core::startup::Occasion;
 
 /// Creates the durable state if it is missing, as start-up plans it for an install: fresh where
-/// nothing witnesses that the cluster had it, fenced otherwise; then fills this database's record
-/// of the released shards, where the script made the table (0.6.0 on) and the state knows them.
+/// nothing witnesses that the cluster had it, fenced otherwise; then has this database's record
+/// of the released shards written at commit, where the script made the table (0.6.0 on) and the
+/// state knows them.
 /// (The scripts of 0.2.0 to 0.5.0 declare it with an argument naming themselves, which it does
 /// not read.)
 #[pg_extern(volatile, sql = false)]
 fn snowid_create_state() {
     issuing::start_up(Occasion::Install);
-    release_records::fill_at_install();
+    releases::record_at_commit();
 }
 
 extension_sql!(
     r#"
 -- Each database's record of the shards the cluster released, which carries them through a lost
--- state and pg_upgrade (see src/server/databases/release_records.rs); filled below.
+-- state and pg_upgrade (see src/server/releases.rs); written when this transaction commits.
 CREATE TABLE snowid_released_shards (
     recorded_at timestamptz NOT NULL,
     shards int[] NOT NULL,

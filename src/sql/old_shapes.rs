@@ -6,12 +6,17 @@
 //!   `snowid_stats_v2` in Rust: `_v2` is the second shape of the result, as in those scripts);
 //! - `snowid_next_v1`, the symbol of `snowid_next(int)` in the scripts of 0.1.0 to 0.5.0, now
 //!   `snowid_next_int4` beside `snowid_next_int8` and `snowid_next_float8`;
-//! - 0.5.0's `snowid_resume_above_columns()`, with no argument (0.6.0 added `released`).
+//! - 0.5.0's `snowid_resume_above_columns()`, with no argument (0.6.0 added `released`), and
+//!   0.6.0's `snowid_resume_above_columns(released)` and `snowid_resume_above(id)` (0.7.0 added
+//!   `accept_ahead` and `skip_databases`).
 
 use super::decode::timestamptz;
 use super::info::{generating, high_water_mark, interval_ms};
+use super::operations::floor_timestamp;
 use super::resume::resume_above_columns;
 use crate::errors;
+use crate::server::issuing::generating_state;
+use crate::server::resumes::{self, Said};
 use crate::server::{settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
@@ -107,7 +112,7 @@ fn snowid_stats() -> TableIterator<
     TableIterator::new(rows)
 }
 
-/// 0.5.0's `snowid_resume_above_columns()`: 0.6.0's, naming no released shard.
+/// 0.5.0's `snowid_resume_above_columns()`: naming no released shard.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, sql = false)]
 fn snowid_resume_above_columns() -> TableIterator<
@@ -119,7 +124,42 @@ fn snowid_resume_above_columns() -> TableIterator<
         name!(max_id, Option<i64>),
     ),
 > {
-    TableIterator::new(resume_above_columns(None))
+    TableIterator::new(resume_above_columns(&Said::default()))
+}
+
+/// 0.6.0's `snowid_resume_above_columns(released)`.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, sql = false)]
+fn resume_above_every_column(
+    released: Option<Vec<i32>>,
+) -> TableIterator<
+    'static,
+    (
+        name!(database, String),
+        name!(tbl, Option<String>),
+        name!(col, Option<String>),
+        name!(max_id, Option<i64>),
+    ),
+> {
+    let named: Option<Vec<snowid_core::layout::Shard>> = released.map(|shards| {
+        shards
+            .into_iter()
+            .map(|s| {
+                snowid_core::layout::Shard::new(s).unwrap_or_else(|| errors::shard_out_of_range(s))
+            })
+            .collect()
+    });
+    TableIterator::new(resume_above_columns(&Said {
+        released: named.as_deref(),
+        ..Said::default()
+    }))
+}
+
+/// 0.6.0's `snowid_resume_above(id)`.
+#[pg_extern(volatile, strict, sql = false)]
+fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
+    let state = generating_state("snowid_resume_above()");
+    floor_timestamp(resumes::above_id(state, id, &[]))
 }
 
 v1_function_info!(pg_finfo_snowid_next_v1);

@@ -1,19 +1,24 @@
-//! The cluster's databases, as a resume or a release needs them: what each holds (its snowid
-//! keys and its record of the released shards), read by a survey, and that record written.
+//! The cluster's databases, as a resume or a change of the released shards needs them: what each
+//! holds (its snowid keys and its record of the released shards), read by a survey, and that
+//! record written.
 //!
-//! - [`worker`]: one job run in another database, by a background worker connected to it;
+//! - [`worker`]: one job run in one database, by a background worker connected to it, whose
+//!   settings no database owner can steer;
 //! - [`survey`]: what one database holds: the highest value of every column snowid fills, and
 //!   the shards its record says the cluster released;
+//! - [`key_reads`]: one key column of one table read as its owner, in a security-restricted
+//!   operation, through its access method;
 //! - [`release_records`]: each database's record of the released shards
-//!   (`snowid_released_shards`), which carries a release through every route that re-creates the
-//!   durable state: a lost or damaged `global/9128`, and `pg_upgrade`;
-//! - this module: every database in turn, and the prepared transactions, whose rows no survey
-//!   can see.
+//!   (`snowid_released_shards`);
+//! - this module: every database in turn (the caller's own included, each read in a snapshot of
+//!   its own), and the prepared transactions, whose rows no survey can see.
 //!
-//! Every query runs with `search_path` set to `pg_catalog, pg_temp`, whatever the database or
-//! role sets, and reads or writes nothing a non-superuser made run as code: no view, no trigger,
-//! no table a non-superuser owns is written.
+//! Whatever runs in a database runs there as PostgreSQL's maintenance commands run: catalog
+//! queries with `search_path` set to `pg_catalog, pg_temp` and every operator qualified; tables
+//! read as their owners, with no code of anyone's; records written only in the extension's own
+//! table, by the superuser that owns it, with no trigger or rule on it.
 
+pub mod key_reads;
 pub mod release_records;
 pub mod survey;
 pub mod worker;
@@ -21,42 +26,73 @@ pub mod worker;
 use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use release_records::ReleaseRecord;
 use serde::{Deserialize, Serialize};
 use survey::DatabaseReport;
 use worker::{Job, Outcome};
 
-/// Why reading or writing a database failed: the SQLSTATE of its error, and its message.
+/// Why reading or writing a database failed: the SQLSTATE of its error, its message, detail and
+/// hint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     pub code: String,
     pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
 }
 
 /// SQLSTATE 53400, configuration_limit_exceeded: no background worker was free, or there are
 /// none (single-user mode).
 const NO_WORKER: &str = "53400";
+/// SQLSTATE 3D000, invalid_catalog_name: the database was dropped.
+const NO_DATABASE: &str = "3D000";
 
 impl Failure {
     pub fn new(code: &str, message: impl Into<String>) -> Failure {
         Failure {
             code: code.into(),
             message: message.into(),
+            detail: None,
+            hint: None,
         }
     }
 
-    /// A worker that answered a job with another job's outcome, which no worker of this
-    /// version does.
-    pub fn unexpected() -> Failure {
-        Failure::new(
-            "XX000",
-            "its background worker answered with another job's outcome",
-        )
+    /// What no version of this code does: a job or an answer that cannot be read.
+    pub fn internal(message: impl Into<String>) -> Failure {
+        Failure::new("XX000", message)
     }
 
     /// No background worker could be started.
-    pub fn no_worker(&self) -> bool {
+    pub fn no_worker() -> Failure {
+        Failure::new(
+            NO_WORKER,
+            "no background worker was free to connect to it (or the server runs in single-user \
+             mode)",
+        )
+    }
+
+    /// A worker that ended with no answer and no error: killed without a chance to say so.
+    pub fn ended_without_answer() -> Failure {
+        Failure::new(
+            "57P01",
+            "its background worker ended without an answer (terminated); the server log says why",
+        )
+    }
+
+    pub fn is_no_worker(&self) -> bool {
         self.code == NO_WORKER
+    }
+
+    /// The database was dropped while the job ran: it holds nothing any more.
+    pub fn is_database_gone(&self) -> bool {
+        self.code == NO_DATABASE
+    }
+
+    /// The failure as one line: its message, then its detail.
+    pub fn describe(&self) -> String {
+        match &self.detail {
+            Some(detail) => format!("{} ({detail})", self.message),
+            None => self.message.clone(),
+        }
     }
 }
 
@@ -81,34 +117,23 @@ fn databases() -> Vec<(pg_sys::Oid, String)> {
     .unwrap_or_else(|e| errors::catalog_read_failed(&e))
 }
 
-/// This backend's database.
-fn this_database() -> pg_sys::Oid {
-    // SAFETY: a plain read of this backend's database, set before it runs SQL.
-    unsafe { pg_sys::MyDatabaseId }
-}
-
-/// Reads every database of the cluster: its own in the caller's transaction, each other one
-/// with a background worker. Raises an error, having changed nothing, if one of them cannot be
-/// read, or if a prepared transaction holds rows no survey can see.
-pub fn survey_every_database() -> Vec<DatabaseReport> {
+/// Reads every database of the cluster but those named in `skipped`, each with a background
+/// worker (the caller's own included, so that each is read in a snapshot taken now). Raises an
+/// error, having changed nothing, if one of them cannot be read, or if a prepared transaction
+/// holds rows no survey can see. A database dropped meanwhile holds nothing.
+pub fn survey_every_database(skipped: &[String]) -> Vec<DatabaseReport> {
     refuse_while_transactions_are_prepared();
-    let here = this_database();
     databases()
         .into_iter()
-        .map(|(oid, name)| {
-            let report = if oid == here {
-                survey::this_database()
-            } else {
-                match worker::run(oid, &name, &Job::Survey) {
-                    Ok(Outcome::Surveyed(report)) => Ok(report),
-                    Ok(_) => Err(Failure::unexpected()),
-                    Err(failure) => Err(failure),
-                }
-            };
-            report.unwrap_or_else(|failure| match failure.no_worker() {
-                true => errors::survey_needs_workers(&name),
-                false => errors::survey_failed(&name, &failure.message),
-            })
+        .filter(|(_, name)| !skipped.contains(name))
+        .filter_map(|(oid, name)| match worker::run(oid, &name, &Job::Survey) {
+            Ok(Outcome::Surveyed(report)) => Some(report),
+            Ok(Outcome::Recorded(_)) => {
+                errors::survey_failed(&name, "XX000", "another job's answer")
+            }
+            Err(failure) if failure.is_database_gone() => None,
+            Err(failure) if failure.is_no_worker() => errors::survey_needs_workers(&name),
+            Err(failure) => errors::survey_failed(&name, &failure.code, &failure.describe()),
         })
         .collect()
 }
@@ -134,34 +159,39 @@ fn refuse_while_transactions_are_prepared() {
     }
 }
 
-/// What recording the released shards in every database came to.
-pub struct Recorded {
-    /// The databases that hold the record now.
+/// What writing the records of every database came to, so far.
+#[derive(Debug, Default)]
+pub struct Recording {
+    /// The databases that hold the new record.
     pub written: Vec<String>,
-    /// The databases where snowid is installed but that could not record it, and why.
-    pub failed: Vec<(String, Failure)>,
+    /// The database that could not, and why.
+    pub failed: Option<(String, Failure)>,
 }
 
-/// Writes `record` into the record of every database where snowid is installed, or empties each
-/// record (`None`), each by a background worker, in a transaction of its own that commits
-/// whatever the caller's transaction does (a release is not undone by ROLLBACK, so neither is
-/// its record). A database where snowid is not installed, or where its version keeps no record,
-/// is skipped.
-pub fn record_in_every_database(record: Option<&ReleaseRecord>) -> Recorded {
-    let mut recorded = Recorded {
-        written: Vec::new(),
-        failed: Vec::new(),
-    };
-    let job = Job::Record(record.cloned());
+/// Replaces the record of every database where snowid is installed with `released` (shard, last
+/// ID pairs), each by a background worker, in a transaction of its own that commits whatever
+/// the caller's transaction does (a change of the released shards is not undone by ROLLBACK,
+/// so neither is its record). Stops at the first database that cannot be written. A database
+/// where snowid is not installed, or where its version keeps no record, or that was dropped
+/// meanwhile, is skipped. `recording` says how far it got, also when an error (a cancel) ends
+/// it.
+pub fn record_in_every_database(released: &[(i32, i64)], recording: &mut Recording) {
+    let job = Job::Record(released.to_vec());
     for (oid, name) in databases() {
         match worker::run(oid, &name, &job) {
-            Ok(Outcome::Recorded(true)) => recorded.written.push(name),
+            Ok(Outcome::Recorded(true)) => recording.written.push(name),
             Ok(Outcome::Recorded(false)) => {}
-            Ok(_) => recorded.failed.push((name, Failure::unexpected())),
-            Err(failure) => recorded.failed.push((name, failure)),
+            Ok(Outcome::Surveyed(_)) => {
+                recording.failed = Some((name, Failure::internal("a survey's answer")));
+                return;
+            }
+            Err(failure) if failure.is_database_gone() => {}
+            Err(failure) => {
+                recording.failed = Some((name, failure));
+                return;
+            }
         }
     }
-    recorded
 }
 
 /// `search_path` set to `pg_catalog, pg_temp` until dropped (or until the transaction ends), as

@@ -4,25 +4,29 @@
 //! The keys are the values of every column of an ordinary or partitioned table whose default
 //! calls `snowid_next` anywhere in its expression (`snowid_text(snowid_next(5))` on a `text`
 //! column included), whose type is a domain whose default calls it (or a domain over such a
-//! domain), or that a `snowid_fill_id` trigger fills. The highest is read from the table and
-//! everything below it (partitions, inheritance children), so that rows that came in through a
-//! parent count. A `bigint` column (or a domain over `bigint`) is read as it is; any other is
-//! read through its text, whose values must be IDs written in decimal digits (as
-//! `snowid_text` writes them): a column with other values is reported as unreadable, with how
-//! many, so that a resume refuses rather than lifts a fence below keys it could not read.
-//! Views and other relations are not read: reading them would run code their owners wrote, as
-//! the superuser. Rows of transactions not yet committed are not seen (see
+//! domain), or that a `snowid_fill_id` trigger fills. The table and every table below it
+//! (partitions, inheritance children) are read, each as its owner, through its access method
+//! (see [`super::key_reads`]), so that rows that came in through a parent count and no one's code
+//! runs. Not read, and named in the report:
+//! - a column of a type snowid does not read (only `bigint`, `integer`, `smallint`, `numeric`,
+//!   `text`, `varchar` and domains over them are), so that a resume refuses rather than lifts a
+//!   fence below keys it could not read;
+//! - a foreign table below a key table, whose rows live on another server;
+//! - a table another transaction keeps locked against reading, past a bound.
+//!
+//! Temporary tables are not read: they belong to one session, vanish with it (or with the next
+//! start after a crash), and no other session can read them; a key copied from one into a
+//! permanent table is read there. Views and other relations are not read either: their rows are
+//! other tables' rows. Rows of transactions not yet committed are not seen (see
 //! [`super::survey_every_database`] for prepared ones), nor deleted rows, nor keys copied
 //! elsewhere.
 
-use super::release_records::{self, Records};
+use super::key_reads::{self, Column, Found, KeyType, NotRead};
+use super::release_records::{self, Recorded};
 use super::{Failure, SafeSearchPath};
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
-
-/// The most columns a report lists (the highest key and the count of unreadable values cover
-/// the rest).
-pub const LISTED_COLUMNS: usize = 1000;
 
 /// A column holding snowid keys.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,8 +36,18 @@ pub struct KeyColumn {
     pub column: String,
     /// Its highest value that is an ID (`None` for an empty table).
     pub max_id: Option<i64>,
-    /// How many of its values are not IDs.
-    pub unreadable: i64,
+    /// How many of its values are not IDs, and the first of them.
+    pub not_ids: i64,
+    pub first_not_id: Option<String>,
+    /// Why it, or a table below it, could not be read.
+    pub unread: Option<String>,
+}
+
+impl KeyColumn {
+    /// Whether a resume can rise above it: every value read, and every value an ID.
+    pub fn readable(&self) -> bool {
+        self.unread.is_none() && self.not_ids == 0
+    }
 }
 
 /// What one database holds.
@@ -42,27 +56,31 @@ pub struct DatabaseReport {
     pub database: String,
     /// snowid's version there, if it is installed.
     pub snowid: Option<String>,
-    /// Its key columns, those with unreadable values first, at most [`LISTED_COLUMNS`].
+    /// Its key columns.
     pub columns: Vec<KeyColumn>,
-    /// How many more key columns there are than `columns` lists.
-    pub unlisted: u64,
-    /// The column with the highest key, whether listed or not.
-    pub highest: Option<KeyColumn>,
     /// What the database records of the shards the cluster released.
-    pub releases: Records,
+    pub releases: Recorded,
 }
 
 impl DatabaseReport {
-    /// The columns with values that are not IDs.
+    /// The columns a resume cannot rise above.
     pub fn unreadable(&self) -> impl Iterator<Item = &KeyColumn> {
-        self.columns.iter().filter(|c| c.unreadable > 0)
+        self.columns.iter().filter(|c| !c.readable())
+    }
+
+    /// The column with the highest key.
+    pub fn highest(&self) -> Option<&KeyColumn> {
+        self.columns
+            .iter()
+            .filter(|c| c.max_id.is_some())
+            .max_by_key(|c| c.max_id)
     }
 }
 
-/// Reads the current database, in the current transaction.
+/// Reads the current database, in the current transaction (a worker's own).
 pub fn this_database() -> Result<DatabaseReport, Failure> {
     let _path = SafeSearchPath::set();
-    Spi::connect(|client| {
+    let (database, snowid, roots) = Spi::connect(|client| {
         let database = client
             .select(
                 "SELECT pg_catalog.current_database()::pg_catalog.text",
@@ -82,55 +100,156 @@ pub fn this_database() -> Result<DatabaseReport, Failure> {
             .first()
             .get::<String>(1)
             .unwrap_or(None);
-        let mut report = DatabaseReport {
-            database,
-            snowid,
-            columns: Vec::new(),
-            unlisted: 0,
-            highest: None,
-            releases: Records::Unknown("snowid is not installed there".into()),
+        let roots = match snowid {
+            Some(_) => client
+                .select(KEY_COLUMNS, None, &[])?
+                .map(|row| {
+                    Ok(Root {
+                        relation: row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid),
+                        table: row.get::<String>(2)?.unwrap_or_default(),
+                        column: row.get::<String>(3)?.unwrap_or_default(),
+                        type_oid: row.get::<pg_sys::Oid>(4)?.unwrap_or(pg_sys::InvalidOid),
+                        type_name: row.get::<String>(5)?.unwrap_or_default(),
+                    })
+                })
+                .collect::<Result<Vec<_>, pgrx::spi::Error>>()?,
+            None => Vec::new(),
         };
-        if report.snowid.is_none() {
-            return Ok(report);
-        }
-        let columns = client
-            .select(KEY_COLUMNS, None, &[])?
-            .map(|row| {
-                Ok((
-                    row.get::<String>(1)?.unwrap_or_default(),
-                    row.get::<String>(2)?.unwrap_or_default(),
-                    row.get::<String>(3)?.unwrap_or_default(),
-                ))
-            })
-            .collect::<Result<Vec<_>, pgrx::spi::Error>>()?;
-        for (table, column, query) in columns {
-            let read = client.select(&query, None, &[])?.first();
-            let column = KeyColumn {
-                table,
-                column,
-                max_id: read.get::<i64>(1)?,
-                unreadable: read.get::<i64>(2)?.unwrap_or(0),
-            };
-            if column.max_id > report.highest.as_ref().and_then(|h| h.max_id) {
-                report.highest = Some(column.clone());
-            }
-            report.columns.push(column);
-        }
-        report.releases = release_records::read(client)?;
-        // Those with values that are not IDs first, so that they are listed whatever the rest.
-        report.columns.sort_by_key(|c| c.unreadable == 0);
-        if report.columns.len() > LISTED_COLUMNS {
-            report.unlisted = (report.columns.len() - LISTED_COLUMNS) as u64;
-            report.columns.truncate(LISTED_COLUMNS);
-        }
-        Ok(report)
+        Ok::<_, pgrx::spi::Error>((database, snowid, roots))
     })
-    .map_err(|e: pgrx::spi::Error| Failure::new("XX000", e.to_string()))
+    .map_err(|e| Failure::internal(e.to_string()))?;
+    let mut report = DatabaseReport {
+        database,
+        snowid,
+        columns: Vec::new(),
+        releases: Recorded::Unknown("snowid is not installed there".into()),
+    };
+    if report.snowid.is_none() {
+        return Ok(report);
+    }
+    for root in roots {
+        report.columns.push(read_key_column(&root)?);
+    }
+    report.releases = Spi::connect(|client| release_records::read(&client))
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    Ok(report)
 }
 
-/// Every key column of the current database: its table (qualified and quoted), its name, and
-/// the query that reads its highest ID and how many of its values are not IDs, from the table
-/// and everything below it.
+/// A key column of a table, as the catalog names it.
+struct Root {
+    relation: pg_sys::Oid,
+    table: String,
+    column: String,
+    type_oid: pg_sys::Oid,
+    type_name: String,
+}
+
+/// A table at or below a key column's table, as the catalog describes it.
+struct Member {
+    relation: pg_sys::Oid,
+    table: String,
+    relkind: String,
+    owner: pg_sys::Oid,
+    attnum: Option<i16>,
+    index: Option<(pg_sys::Oid, bool)>,
+}
+
+/// Reads a key column from its table and every table below it.
+fn read_key_column(root: &Root) -> Result<KeyColumn, Failure> {
+    let mut column = KeyColumn {
+        table: root.table.clone(),
+        column: root.column.clone(),
+        max_id: None,
+        not_ids: 0,
+        first_not_id: None,
+        unread: None,
+    };
+    let Some(key_type) = KeyType::of(root.type_oid) else {
+        column.unread = Some(format!(
+            "its type {} is not one snowid reads (bigint, integer, smallint, numeric, text, \
+             varchar, or a domain over one of them)",
+            root.type_name
+        ));
+        return Ok(column);
+    };
+    let members = Spi::connect(|client| {
+        client
+            .select(
+                MEMBERS,
+                None,
+                &[root.relation.into(), root.column.as_str().into()],
+            )?
+            .map(|row| {
+                let index = row.get::<pg_sys::Oid>(6)?;
+                Ok(Member {
+                    relation: row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid),
+                    table: row.get::<String>(2)?.unwrap_or_default(),
+                    relkind: row.get::<String>(3)?.unwrap_or_default(),
+                    owner: row.get::<pg_sys::Oid>(4)?.unwrap_or(pg_sys::InvalidOid),
+                    attnum: row.get::<i16>(5)?,
+                    index: index.map(|i| (i, row.get::<bool>(7).ok().flatten().unwrap_or(false))),
+                })
+            })
+            .collect::<Result<Vec<_>, pgrx::spi::Error>>()
+    })
+    .map_err(|e| Failure::internal(e.to_string()))?;
+    for member in members {
+        match (member.relkind.as_str(), member.attnum) {
+            ("f", _) => {
+                column.unread = Some(format!(
+                    "{} below it is a foreign table, whose rows live on another server",
+                    member.table
+                ));
+            }
+            ("r", Some(attnum)) => {
+                let read = key_reads::read(&Column {
+                    relation: member.relation,
+                    owner: member.owner,
+                    attnum,
+                    key_type,
+                    index: member.index,
+                });
+                match read {
+                    Ok(found) => merge(&mut column, found),
+                    Err(NotRead::Locked(pids)) => {
+                        column.unread = Some(locked(&member.table, &pids));
+                    }
+                }
+            }
+            // A partitioned table holds no rows of its own; a table that lost the column
+            // (dropped from a child, which inheritance forbids) holds none of its keys.
+            _ => {}
+        }
+    }
+    Ok(column)
+}
+
+fn merge(column: &mut KeyColumn, found: Found) {
+    let mut all = Found {
+        max_id: column.max_id,
+        not_ids: column.not_ids,
+        first_not_id: column.first_not_id.take(),
+    };
+    all.merge(found);
+    column.max_id = all.max_id;
+    column.not_ids = all.not_ids;
+    column.first_not_id = all.first_not_id;
+}
+
+fn locked(table: &str, pids: &[i32]) -> String {
+    let holders: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+    format!(
+        "{table} stayed locked against reading for {} s (by process {})",
+        key_reads::LOCK_WAIT_MS / 1000,
+        match holders.is_empty() {
+            true => "that has ended since".to_string(),
+            false => holders.join(", "),
+        }
+    )
+}
+
+/// Every key column of the current database's permanent tables: the table's OID, its name
+/// (qualified and quoted), the column's name, its type and the type's name.
 const KEY_COLUMNS: &str = r#"
 WITH RECURSIVE snowid_functions AS (
     SELECT p.oid, p.proname
@@ -179,38 +298,70 @@ WITH RECURSIVE snowid_functions AS (
                 pg_catalog.position(t.tgargs, '\x00'::pg_catalog.bytea) OPERATOR(pg_catalog.-) 1, 0)),
             pg_catalog.getdatabaseencoding())::pg_catalog.name
 )
-SELECT pg_catalog.format('%I.%I', n.nspname, c.relname),
+SELECT c.oid,
+       pg_catalog.format('%I.%I', n.nspname, c.relname),
        a.attname::pg_catalog.text,
-       CASE WHEN ty.oid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
-              OR ty.typbasetype OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
-       THEN pg_catalog.format(
-           'SELECT pg_catalog.max(%I::pg_catalog.int8), 0::pg_catalog.int8 FROM %I.%I',
-           a.attname, n.nspname, c.relname)
-       ELSE pg_catalog.format(
-           $q$SELECT pg_catalog.max(k), pg_catalog.count(*) FILTER (WHERE k IS NULL)
-              FROM (SELECT CASE WHEN v OPERATOR(pg_catalog.~) '^[0-9]{1,19}$'
-                           THEN CASE WHEN v::pg_catalog.numeric
-                                          OPERATOR(pg_catalog.<=) 9223372036854775807
-                                     THEN v::pg_catalog.int8 END END AS k
-                    FROM (SELECT %I::pg_catalog.text AS v FROM %I.%I) AS r
-                    WHERE v IS NOT NULL) AS s$q$,
-           a.attname, n.nspname, c.relname)
-       END
+       a.atttypid,
+       pg_catalog.format_type(a.atttypid, NULL)
 FROM key_columns k
 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.rel
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 JOIN pg_catalog.pg_attribute a
   ON a.attrelid OPERATOR(pg_catalog.=) k.rel AND a.attnum OPERATOR(pg_catalog.=) k.num
-JOIN pg_catalog.pg_type ty ON ty.oid OPERATOR(pg_catalog.=) a.atttypid
 WHERE c.relkind IN ('r', 'p')
+  AND c.relpersistence OPERATOR(pg_catalog.<>) 't'
   AND NOT a.attisdropped
-ORDER BY 1, 2
+ORDER BY 2, 3
+"#;
+
+/// A key table ($1) and every table below it, but temporary ones: each one's OID, name, kind,
+/// owner, the number of the key column (named $2) in it, and the B-tree index a read can take
+/// the highest key from (its first column the key column, no expression, no predicate, valid,
+/// and the type's default operator class of PostgreSQL's own), with whether it is descending.
+const MEMBERS: &str = r#"
+WITH RECURSIVE tree(relid) AS (
+    SELECT $1::pg_catalog.oid
+    UNION
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+    JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid
+)
+SELECT c.oid,
+       pg_catalog.format('%I.%I', n.nspname, c.relname),
+       c.relkind::pg_catalog.text,
+       c.relowner,
+       a.attnum,
+       ix.indexrelid,
+       ix.descending
+FROM tree
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) tree.relid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+LEFT JOIN pg_catalog.pg_attribute a
+  ON a.attrelid OPERATOR(pg_catalog.=) c.oid
+ AND a.attname OPERATOR(pg_catalog.=) $2::pg_catalog.name
+ AND NOT a.attisdropped
+LEFT JOIN LATERAL (
+    SELECT i.indexrelid,
+           (i.indoption[0] OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.<>) 0 AS descending
+    FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
+    JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) i.indclass[0]
+    WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid
+      AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum
+      AND i.indexprs IS NULL AND i.indpred IS NULL
+      AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indcheckxmin
+      AND ic.relam OPERATOR(pg_catalog.=) 403
+      AND oc.opcdefault
+      AND oc.oid OPERATOR(pg_catalog.<) 16384
+    ORDER BY i.indexrelid
+    LIMIT 1
+) ix ON true
+WHERE c.relpersistence OPERATOR(pg_catalog.<>) 't'
+ORDER BY 2
 "#;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::databases::release_records::ReleaseRecord;
 
     #[test]
     fn a_report_comes_back_as_it_was_written() {
@@ -218,17 +369,15 @@ mod tests {
             table: "public.\"odd\ttable\"".into(),
             column: "id".into(),
             max_id: Some(99_000),
-            unreadable: 0,
+            not_ids: 1,
+            first_not_id: Some("x".into()),
+            unread: None,
         };
         let written = DatabaseReport {
             database: "shop".into(),
-            snowid: Some("0.6.0".into()),
-            columns: vec![column.clone()],
-            unlisted: 3,
-            highest: Some(column),
-            releases: Records::Listed(ReleaseRecord {
-                released: vec![(7, 1234)],
-            }),
+            snowid: Some("0.7.0".into()),
+            columns: vec![column],
+            releases: Recorded::Listed(vec![(7, 1234)]),
         };
         let bytes = serde_json::to_vec(&written).unwrap();
         assert_eq!(

@@ -1,28 +1,36 @@
-//! One job run in another database of the cluster: a dynamic background worker connects to it
-//! (as the bootstrap superuser, allowed into databases that refuse connections), runs the job in
-//! a transaction of its own, and writes how it ended into a dynamic shared-memory segment the
-//! caller made, as JSON; the caller reads it once the worker has exited. Jobs run one at a time.
-//! A cancel or `statement_timeout` of the caller stops the worker it waits for; a worker that
-//! outlives its caller finds the segment gone, or writes into one nobody reads.
+//! One job run in one database of the cluster: a dynamic background worker connects to it (as
+//! the bootstrap superuser, allowed into databases that refuse connections), runs the job in a
+//! transaction of its own, and answers through a message queue (`shm_mq`) in a dynamic
+//! shared-memory segment the caller made, as PostgreSQL's parallel workers and `pg_background`
+//! do. The queue carries an answer of any size, and the worker's protocol output is redirected
+//! into it, so that whatever ends the worker (an error, a FATAL such as a database dropped
+//! meanwhile, a termination) reaches the caller with its SQLSTATE, message, detail and hint.
+//!
+//! The worker is steered by nothing a database owner can set: the settings of
+//! `ALTER DATABASE ... SET` (which PostgreSQL applies to every connection) are overridden by
+//! [`FIXED_SETTINGS`] before the job runs (no role switched to, no read-only or serializable
+//! default, no timeout, no `exit_on_error`, a safe `search_path`, standard string literals).
+//!
+//! Jobs run one at a time. A cancel or `statement_timeout` of the caller stops the worker it
+//! waits for; a worker that outlives its caller finds the segment gone, or writes into a queue
+//! nobody reads.
 
-use super::release_records::{self, ReleaseRecord};
+use super::release_records;
 use super::survey::{self, DatabaseReport};
-use super::{Failure, NO_WORKER};
-use crate::errors;
+use super::Failure;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::{c_void, CStr};
 
 /// What a worker is asked to do in its database.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Job {
     /// Read the database's snowid keys and its record of the released shards.
     Survey,
-    /// Replace the database's record of the released shards with this one, or, with none,
-    /// empty it: the database then knows nothing of them.
-    Record(Option<ReleaseRecord>),
+    /// Replace the database's record of the released shards with these (shard, last ID) pairs.
+    Record(Vec<(i32, i64)>),
 }
 
 /// How a job ended, when it did not fail.
@@ -34,48 +42,95 @@ pub enum Outcome {
     Recorded(bool),
 }
 
-/// The most a report may take in its segment: a survey lists at most
-/// [`survey::LISTED_COLUMNS`] columns, far below it.
-const REPORT_BYTES: usize = 1 << 18;
+/// The settings a worker fixes, whatever its database sets: each would change what the job does
+/// (`role`, `default_transaction_read_only`, `exit_on_error`, the timeouts, `search_path`,
+/// string literals) or what it says.
+const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
+    (c"role", c"none"),
+    (c"search_path", c"pg_catalog, pg_temp"),
+    (c"default_transaction_read_only", c"off"),
+    (c"default_transaction_isolation", c"read committed"),
+    (c"default_transaction_deferrable", c"off"),
+    (c"exit_on_error", c"off"),
+    (c"statement_timeout", c"0"),
+    (c"lock_timeout", c"0"),
+    (c"idle_in_transaction_session_timeout", c"0"),
+    (c"standard_conforming_strings", c"on"),
+    (c"transform_null_equals", c"off"),
+    (c"quote_all_identifiers", c"off"),
+    (c"session_replication_role", c"origin"),
+    (c"synchronous_commit", c"local"),
+    (c"client_min_messages", c"error"),
+];
 
-/// The segment's header; the job's JSON follows it, then room for the outcome's.
+/// The queue's size: an answer larger than this passes through it in parts.
+const QUEUE_BYTES: usize = 1 << 16;
+
+/// The first byte of the worker's answer, beside the protocol messages ('E' an error, 'N' a
+/// notice) that its redirected output sends.
+const ANSWER: u8 = b'r';
+
+/// The segment's header; the job's JSON follows it, then the queue.
 #[repr(C)]
-struct Channel {
+struct Header {
     database: pg_sys::Oid,
-    /// Set last, once the outcome is written.
-    written: AtomicBool,
     job_len: u32,
-    outcome_len: u32,
+}
+
+/// Where the queue starts, past the header and the job, aligned as `shm_mq` needs.
+fn queue_offset(job_len: usize) -> usize {
+    (size_of::<Header>() + job_len).next_multiple_of(pg_sys::MAXIMUM_ALIGNOF as usize)
+}
+
+// PostgreSQL's functions of libpq/pqmq.h, which pgrx's bindings leave out; each call goes
+// through pgrx's guard, so that an error raised inside unwinds as pgrx's own calls do.
+unsafe extern "C-unwind" {
+    /// Sends this process's protocol output (its errors and notices) into a queue.
+    fn pq_redirect_to_shm_mq(seg: *mut pg_sys::dsm_segment, mqh: *mut pg_sys::shm_mq_handle);
+    /// Reads an ErrorResponse or NoticeResponse message into an ErrorData.
+    fn pq_parse_errornotice(msg: pg_sys::StringInfo, edata: *mut pg_sys::ErrorData);
 }
 
 /// Runs `job` in database `database` (named `name` in messages) with a background worker, and
-/// waits for it.
+/// waits for its answer.
 pub fn run(database: pg_sys::Oid, name: &str, job: &Job) -> Result<Outcome, Failure> {
-    let job = serde_json::to_vec(job).map_err(|e| Failure::new("XX000", e.to_string()))?;
-    let size = size_of::<Channel>() + job.len() + REPORT_BYTES;
+    let job = serde_json::to_vec(job).map_err(|e| Failure::internal(e.to_string()))?;
+    let size = queue_offset(job.len()) + QUEUE_BYTES;
     // SAFETY: dsm_create raises an error rather than return null without the flag that allows
-    // it; the segment is zeroed and sized for the header, the job and the outcome, and lives
-    // until detached or until the transaction ends.
-    let (segment, channel) = unsafe {
+    // it; the segment is sized for the header, the job and the queue, and lives until detached
+    // or until the transaction ends. The queue is this process's to receive from.
+    let (segment, queue) = unsafe {
         let segment = pg_sys::dsm_create(size, 0);
-        let channel = pg_sys::dsm_segment_address(segment).cast::<Channel>();
-        std::ptr::write_bytes(channel.cast::<u8>(), 0, size);
-        (*channel).database = database;
-        (*channel).job_len = job.len() as u32;
-        std::ptr::copy_nonoverlapping(job.as_ptr(), channel.add(1).cast::<u8>(), job.len());
-        (segment, channel)
+        let base = pg_sys::dsm_segment_address(segment).cast::<u8>();
+        base.cast::<Header>().write(Header {
+            database,
+            job_len: job.len() as u32,
+        });
+        std::ptr::copy_nonoverlapping(job.as_ptr(), base.add(size_of::<Header>()), job.len());
+        let mq = pg_sys::shm_mq_create(base.add(queue_offset(job.len())).cast(), QUEUE_BYTES);
+        pg_sys::shm_mq_set_receiver(mq, pg_sys::MyProc);
+        (
+            segment,
+            pg_sys::shm_mq_attach(mq, segment, std::ptr::null_mut()),
+        )
     };
-    let outcome = start_and_wait(segment, name).and_then(|()| {
-        // SAFETY: the worker has exited: the segment is read by this process alone.
-        unsafe { read_outcome(channel) }
+    let answer = start(segment, queue, name).and_then(|worker| {
+        let answer = receive(queue);
+        drop(worker);
+        answer
     });
     // SAFETY: the segment is this process's, and nothing refers to it any more.
     unsafe { pg_sys::dsm_detach(segment) };
-    outcome
+    answer
 }
 
-/// Starts the worker for a segment and waits until it has exited.
-fn start_and_wait(segment: *mut pg_sys::dsm_segment, name: &str) -> Result<(), Failure> {
+/// Starts the worker for a segment, and ties the queue to it, so that a worker that dies
+/// before it attaches detaches the queue.
+fn start(
+    segment: *mut pg_sys::dsm_segment,
+    queue: *mut pg_sys::shm_mq_handle,
+    name: &str,
+) -> Result<RunningWorker, Failure> {
     // SAFETY: a plain read of the segment's handle and of this process's PID.
     let (handle, pid) = unsafe { (pg_sys::dsm_segment_handle(segment), pg_sys::MyProcPid) };
     let builder = BackgroundWorkerBuilder::new(&format!("snowid in database {name}"))
@@ -91,46 +146,66 @@ fn start_and_wait(segment: *mut pg_sys::dsm_segment, name: &str) -> Result<(), F
     let mut handle = std::ptr::null_mut();
     // SAFETY: a plain registration; PostgreSQL sets the handle when it returns true.
     if !unsafe { pg_sys::RegisterDynamicBackgroundWorker(&mut worker, &mut handle) } {
-        return Err(Failure::new(
-            NO_WORKER,
-            "no background worker was free to connect to it (or the server runs in single-user \
-             mode)",
-        ));
+        return Err(Failure::no_worker());
     }
-    let _running = RunningWorker(handle);
-    // SAFETY: the handle is valid; the wait returns once the worker has exited (or never
-    // started), and raises an error on a cancel, which `_running` answers by stopping it.
-    unsafe { pg_sys::WaitForBackgroundWorkerShutdown(handle) };
-    Ok(())
+    // SAFETY: both handles are valid for the rest of this call.
+    unsafe { pg_sys::shm_mq_set_handle(queue, handle) };
+    Ok(RunningWorker(handle))
 }
 
-/// The outcome a worker wrote.
-///
-/// # Safety
-///
-/// `channel` is a segment made by [`run`] whose worker has exited.
-unsafe fn read_outcome(channel: *const Channel) -> Result<Outcome, Failure> {
-    // SAFETY: guaranteed by the caller; the outcome follows the job, within the segment.
-    let bytes = unsafe {
-        if !(*channel).written.load(Ordering::Acquire) {
-            return Err(Failure::new(
-                "XX000",
-                "its background worker ended without a report; the server log says why",
-            ));
+/// Reads the worker's messages until its answer, its error, or its end.
+fn receive(queue: *mut pg_sys::shm_mq_handle) -> Result<Outcome, Failure> {
+    loop {
+        let mut len: pg_sys::Size = 0;
+        let mut data: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the queue is attached; the wait honours cancels (raised as errors, which
+        // unwind through the worker's guard, stopping it).
+        let result = unsafe { pg_sys::shm_mq_receive(queue, &mut len, &mut data, false) };
+        if result != pg_sys::shm_mq_result::SHM_MQ_SUCCESS {
+            return Err(Failure::ended_without_answer());
         }
-        let at = channel.add(1).cast::<u8>().add((*channel).job_len as usize);
-        std::slice::from_raw_parts(at, (*channel).outcome_len as usize)
-    };
-    serde_json::from_slice::<Result<Outcome, Failure>>(bytes).unwrap_or_else(|e| {
-        Err(Failure::new(
-            "XX000",
-            format!("its report cannot be read: {e}"),
-        ))
-    })
+        // SAFETY: shm_mq gives `len` bytes at `data`, valid until the next receive.
+        let message = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+        match message.first() {
+            Some(&ANSWER) => {
+                return serde_json::from_slice::<Result<Outcome, Failure>>(&message[1..])
+                    .unwrap_or_else(|e| Err(Failure::internal(format!("its answer: {e}"))))
+            }
+            Some(b'E') => return Err(error_of(message)),
+            // Notices, and anything else its redirected output sends, are not the answer.
+            _ => {}
+        }
+    }
+}
+
+/// The failure an ErrorResponse message describes.
+fn error_of(message: &[u8]) -> Failure {
+    // SAFETY: the message is copied into a StringInfo of this process's memory context, which
+    // pq_parse_errornotice reads; it fills the ErrorData with strings in the same context.
+    unsafe {
+        let mut buffer = pg_sys::StringInfoData::default();
+        pg_sys::initStringInfo(&mut buffer);
+        pg_sys::appendBinaryStringInfo(
+            &mut buffer,
+            message[1..].as_ptr().cast(),
+            (message.len() - 1) as i32,
+        );
+        let mut error = pg_sys::ErrorData::default();
+        pg_sys::ffi::pg_guard_ffi_boundary(|| pq_parse_errornotice(&mut buffer, &mut error));
+        let text = |s: *mut std::ffi::c_char| {
+            (!s.is_null()).then(|| CStr::from_ptr(s).to_string_lossy().into_owned())
+        };
+        Failure {
+            code: crate::errors::sqlstate_of(error.sqlerrcode),
+            message: text(error.message).unwrap_or_default(),
+            detail: text(error.detail),
+            hint: text(error.hint),
+        }
+    }
 }
 
 /// A worker being waited for, stopped when this is dropped: at once if the wait ends with an
-/// error; after it has exited (when stopping it does nothing) otherwise.
+/// error; after it has answered (when it is exiting anyway) otherwise.
 struct RunningWorker(*mut pg_sys::BackgroundWorkerHandle);
 
 impl Drop for RunningWorker {
@@ -140,8 +215,10 @@ impl Drop for RunningWorker {
     }
 }
 
-/// The background worker: connects to its database, runs its job in a transaction of its own,
-/// and writes how it ended into its caller's segment.
+/// The background worker: attaches to its caller's queue and sends its output there, connects
+/// to its database, fixes the settings its job depends on, runs the job in a transaction of its
+/// own, and answers. An error ends the worker, and its redirected output carries it to the
+/// caller.
 ///
 /// # Safety
 ///
@@ -157,17 +234,22 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
     if segment.is_null() {
         return;
     }
-    // SAFETY: the segment is attached; its address is where `run` wrote the Channel.
-    let channel = unsafe { pg_sys::dsm_segment_address(segment).cast::<Channel>() };
-    // SAFETY: the segment holds a Channel and the job after it; the caller does not touch it
-    // until this worker exits.
-    let (database, job) = unsafe {
-        let job =
-            std::slice::from_raw_parts(channel.add(1).cast::<u8>(), (*channel).job_len as usize);
-        ((*channel).database, serde_json::from_slice::<Job>(job))
+    // SAFETY: the segment holds the Header, the job and the queue as `run` laid them out; the
+    // caller reads only the queue, which this process is the one sender of.
+    let (database, job, queue) = unsafe {
+        let base = pg_sys::dsm_segment_address(segment).cast::<u8>();
+        let header = base.cast::<Header>().read();
+        let job_len = header.job_len as usize;
+        let job = std::slice::from_raw_parts(base.add(size_of::<Header>()), job_len).to_vec();
+        let mq = base.add(queue_offset(job_len)).cast::<pg_sys::shm_mq>();
+        pg_sys::shm_mq_set_sender(mq, pg_sys::MyProc);
+        let queue = pg_sys::shm_mq_attach(mq, segment, std::ptr::null_mut());
+        pg_sys::ffi::pg_guard_ffi_boundary(|| pq_redirect_to_shm_mq(segment, queue));
+        (header.database, job, queue)
     };
     // SAFETY: connects this worker to the database as the bootstrap superuser; a database that
-    // refuses connections (a template) is read all the same.
+    // refuses connections (a template) is read all the same. A database dropped meanwhile ends
+    // the worker here, with FATAL, which the queue carries.
     unsafe {
         pg_sys::BackgroundWorkerInitializeConnectionByOid(
             database,
@@ -175,37 +257,36 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
             pg_sys::BGWORKER_BYPASS_ALLOWCONN,
         )
     };
-    let outcome = match job {
-        Ok(job) => in_own_transaction(|| match &job {
-            Job::Survey => survey::this_database().map(Outcome::Surveyed),
-            Job::Record(record) => {
-                release_records::write_here(record.as_ref()).map(Outcome::Recorded)
-            }
-        }),
-        Err(e) => Err(Failure::new(
-            "XX000",
-            format!("its job cannot be read: {e}"),
-        )),
-    };
-    let bytes = serde_json::to_vec(&outcome)
-        .ok()
-        .filter(|b| b.len() <= REPORT_BYTES)
-        .unwrap_or_else(|| {
-            let failed: Result<Outcome, Failure> =
-                Err(Failure::new("54000", "its report is too large"));
-            serde_json::to_vec(&failed).unwrap_or_default()
-        });
-    // SAFETY: the room after the job is REPORT_BYTES long; the flag is set last.
+    for (name, value) in FIXED_SETTINGS {
+        // SAFETY: each is a built-in setting a superuser may set; an override outranks the
+        // database's own.
+        unsafe {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            )
+        };
+    }
+    let job: Job = serde_json::from_slice(&job)
+        .unwrap_or_else(|e| error!("snowid's worker cannot read its job: {e}"));
+    let outcome = in_own_transaction(|| match &job {
+        Job::Survey => survey::this_database().map(Outcome::Surveyed),
+        Job::Record(released) => release_records::write_here(released).map(Outcome::Recorded),
+    });
+    let mut answer = vec![ANSWER];
+    answer.extend(serde_json::to_vec(&outcome).unwrap_or_default());
+    // SAFETY: the queue is attached as its sender; a caller that has gone detached it, and the
+    // send then returns SHM_MQ_DETACHED, which leaves nothing to do.
     unsafe {
-        let at = channel.add(1).cast::<u8>().add((*channel).job_len as usize);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len());
-        (*channel).outcome_len = bytes.len() as u32;
-        (*channel).written.store(true, Ordering::Release);
+        pg_sys::shm_mq_send(queue, answer.len(), answer.as_ptr().cast(), false, true);
     }
 }
 
-/// Runs `job` in a transaction of its own, committed if it succeeds; an error (and any ERROR
-/// raised inside) aborts it and becomes the failure.
+/// Runs `job` in a transaction of its own, committed if it succeeds and aborted if it returns a
+/// failure. An error raised inside ends the worker (and, through its redirected output, reaches
+/// the caller).
 fn in_own_transaction(job: impl FnOnce() -> Result<Outcome, Failure>) -> Result<Outcome, Failure> {
     // SAFETY: the standard sequence for a transaction in a background worker.
     unsafe {
@@ -213,29 +294,15 @@ fn in_own_transaction(job: impl FnOnce() -> Result<Outcome, Failure>) -> Result<
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
-    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
-        let outcome = job();
-        // SAFETY: ends the transaction begun above: commits it, or aborts it after a failure.
-        unsafe {
-            pg_sys::PopActiveSnapshot();
-            if outcome.is_ok() {
-                pg_sys::CommitTransactionCommand();
-            } else {
-                pg_sys::AbortCurrentTransaction();
-            }
+    let outcome = job();
+    // SAFETY: ends the transaction begun above.
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        if outcome.is_ok() {
+            pg_sys::CommitTransactionCommand();
+        } else {
+            pg_sys::AbortCurrentTransaction();
         }
-        outcome
-    }))
-    .catch_others(|caught| {
-        // SAFETY: the error is caught; aborting cleans up the transaction and its snapshots.
-        unsafe { pg_sys::AbortCurrentTransaction() };
-        Err(match caught {
-            pg_sys::panic::CaughtError::PostgresError(e)
-            | pg_sys::panic::CaughtError::ErrorReport(e)
-            | pg_sys::panic::CaughtError::RustPanic { ereport: e, .. } => {
-                Failure::new(&errors::sqlstate(e.sql_error_code()), e.message())
-            }
-        })
-    })
-    .execute()
+    }
+    outcome
 }
