@@ -207,8 +207,8 @@ pub fn survey_needs_workers(database: &str) -> ! {
         ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
         format!("snowid could not start a background worker to read database \"{database}\""),
         Some(
-            "Each other database is read by a background worker; none was free, or the server \
-             runs in single-user mode. Nothing was changed."
+            "Each database is read by a background worker of its own; none was free, or the \
+             server runs in single-user mode. Nothing was changed."
                 .into(),
         ),
         Some(
@@ -256,7 +256,9 @@ pub fn keys_unreadable(columns: &[UnreadableColumn]) -> ! {
             )
         })
         .collect();
-    let databases: Vec<&str> = columns.iter().map(|c| c.database.as_str()).collect();
+    let mut databases: Vec<&str> = columns.iter().map(|c| c.database.as_str()).collect();
+    databases.sort_unstable();
+    databases.dedup();
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowid cannot read every key of a column whose default calls snowid_next".into(),
@@ -292,7 +294,7 @@ pub fn key_far_ahead(
         ),
         Some(format!(
             "Key {key}, in {table}.{column} of database \"{database}\", is dated further ahead \
-             than snowid issues ({} past the clock, snowid.max_lead and a second), which a key \
+             than snowid issues ({} past the clock: snowid.max_lead and a minute), which a key \
              stored by hand can be; resuming above it would date every later ID after it. \
              Nothing was changed.",
             duration(unreviewed_ms)
@@ -310,8 +312,8 @@ pub fn key_far_ahead(
 /// A duration in the unit that reads best.
 fn duration(ms: i64) -> String {
     match ms {
-        ..=119_999 => format!("{:.1} s", ms as f64 / 1000.0),
-        ..=7_199_999 => format!("{:.1} minutes", ms as f64 / 60_000.0),
+        ..120_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        120_000..7_200_000 => format!("{:.1} minutes", ms as f64 / 60_000.0),
         _ => format!("{:.1} hours", ms as f64 / 3_600_000.0),
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! A key is a value anyone who can write a table with a snowid default can store, so the key a
 //! resume rises above is only trusted as far as snowid itself would have dated it: at most
-//! `max_lead` (how far issuing may run ahead of the time base) plus [`CLOCK_SLACK_MS`] ahead of
-//! this server's wall clock. A key dated further ahead moves the time base of every shard, so it
+//! `max_lead` (how far issuing may run ahead of the time base) plus [`CLOCK_SLACK_MS`] (a minute)
+//! ahead of this server's wall clock. A key dated further ahead moves the time base of every shard, so it
 //! needs the superuser's word: given by number, or accepted up to a bound they name. The bound is
 //! measured from the wall clock, not from the time base, so that resumes in a row cannot ratchet
 //! it forward: a time base a resume raised is not a clock.
@@ -13,8 +13,9 @@
 use crate::layout;
 
 /// How far ahead of the wall clock, past `max_lead`, a key may be dated and still be taken as
-/// snowid's own: the clocks of two servers disagree by that much.
-pub const CLOCK_SLACK_MS: i64 = 1_000;
+/// snowid's own: more than the clocks of two servers kept by NTP ever disagree, and the most a
+/// database owner's stored key can move the time base without the superuser's word.
+pub const CLOCK_SLACK_MS: i64 = 60_000;
 
 /// A key a database holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

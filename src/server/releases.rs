@@ -182,12 +182,22 @@ pub fn release(state: &'static Shared, shard: Shard) -> i64 {
     });
     if let Some((database, failure)) = &recording.failed {
         g.resume_issuing(stopped);
+        // The records written already list the shard: written back as the state has them, as
+        // far as they can be (a failure here leaves them saying more than the state).
+        let mut back = Recording::default();
+        databases::record_in_databases(&recording.written, &state_list(shard).pairs(), &mut back);
+        let still: Vec<String> = recording
+            .written
+            .iter()
+            .filter(|d| !back.written.contains(d))
+            .cloned()
+            .collect();
         errors::release_not_recordable(
             shard.get(),
             database,
             &failure.code,
             &failure.describe(),
-            &recording.written,
+            &still,
         );
     }
     g.make_release_durable(&stopped)
@@ -322,9 +332,16 @@ fn write_own_record() {
             context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
         );
     }
+    // SAFETY: at commit no portal holds a snapshot: SPI gets one of its own, popped below.
+    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
     let written = databases::release_records::write_here(&released.pairs());
-    // SAFETY: back to the identity found above.
-    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+    // SAFETY: back to the snapshot and the identity found above.
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        pg_sys::SetUserIdAndSecContext(user, context);
+    }
+    // A table that is not snowid's own is not written: its database then knows nothing of the
+    // releases, which a fence lift says.
     if let Err(failure) = written {
         errors::install_not_recorded(&failure.code, &failure.describe());
     }

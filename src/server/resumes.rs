@@ -236,6 +236,8 @@ fn lift(state: &'static Shared, given: Option<i64>, said: &Said) -> (i64, Holdin
     if given.is_none() && holdings.databases.iter().all(|d| d.columns.is_empty()) {
         errors::no_key_columns();
     }
+    // Which shards were released is asked first: only the superuser may know it.
+    holdings.to_release_again(said.released, 0);
     let above = holdings.above(given, said.accepted_ahead_ms);
     let again = holdings.to_release_again(said.released, above);
     let floor = releases::lift_fence(state, parts_of(above), &again);

@@ -10,7 +10,7 @@
 //! What they read and when they refuse is `crate::server::resumes`; here the arguments are
 //! checked.
 
-use super::operations::{floor_timestamp, needs_workers};
+use super::operations::floor_timestamp;
 use crate::errors;
 use crate::server::issuing::generating_state;
 use crate::server::resumes::{self, ColumnRow, Said};
@@ -102,7 +102,6 @@ fn resume_above_every_key_column(
 /// What `snowid_resume_above_columns(...)` does, in any shape.
 pub fn resume_above_columns(said: &Said) -> Vec<ColumnRow> {
     let state = generating_state("snowid_resume_above_columns()");
-    needs_workers("snowid_resume_above_columns()");
     resumes::above_every_column(state, said)
 }
 

@@ -185,40 +185,38 @@ fn highest_in_index(
 ) -> Found {
     let mut found = Found::default();
     // SAFETY: the index is opened and scanned with the active snapshot through PostgreSQL's
-    // index access functions, each guarded, and closed before returning; the scan key asks for
-    // non-null entries only, as the planner's IS NOT NULL does.
+    // index access functions, and closed before returning; the scan key asks for non-null
+    // entries only, as the planner's IS NOT NULL does.
     unsafe {
-        pg_sys::ffi::pg_guard_ffi_boundary(|| {
-            let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
-            let slot = pg_sys::table_slot_create(relation, std::ptr::null_mut());
-            let mut key = pg_sys::ScanKeyData::default();
-            pg_sys::ScanKeyEntryInitialize(
-                &mut key,
-                (pg_sys::SK_ISNULL | pg_sys::SK_SEARCHNOTNULL) as i32,
-                1,
-                0,
-                pg_sys::InvalidOid,
-                pg_sys::InvalidOid,
-                pg_sys::InvalidOid,
-                pg_sys::Datum::from(0),
-            );
-            let scan = begin_index_scan(relation, index);
-            pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
-            let direction = match descending {
-                false => pg_sys::ScanDirection::BackwardScanDirection,
-                true => pg_sys::ScanDirection::ForwardScanDirection,
-            };
-            if pg_sys::index_getnext_slot(scan, direction, slot) {
-                if let Some(value) = integer_at(slot, column) {
-                    if value >= 0 {
-                        found.add_id(value);
-                    }
+        let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
+        let slot = pg_sys::table_slot_create(relation, std::ptr::null_mut());
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyEntryInitialize(
+            &mut key,
+            (pg_sys::SK_ISNULL | pg_sys::SK_SEARCHNOTNULL) as i32,
+            1,
+            0,
+            pg_sys::InvalidOid,
+            pg_sys::InvalidOid,
+            pg_sys::InvalidOid,
+            pg_sys::Datum::from(0),
+        );
+        let scan = begin_index_scan(relation, index);
+        pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
+        let direction = match descending {
+            false => pg_sys::ScanDirection::BackwardScanDirection,
+            true => pg_sys::ScanDirection::ForwardScanDirection,
+        };
+        if pg_sys::index_getnext_slot(scan, direction, slot) {
+            if let Some(value) = integer_at(slot, column) {
+                if value >= 0 {
+                    found.add_id(value);
                 }
             }
-            pg_sys::index_endscan(scan);
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-            pg_sys::index_close(index, pg_sys::NoLock as i32);
-        })
+        }
+        pg_sys::index_endscan(scan);
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::index_close(index, pg_sys::NoLock as i32);
     };
     found
 }
@@ -250,46 +248,64 @@ unsafe fn begin_index_scan(
 fn every_row(relation: pg_sys::Relation, column: &Column) -> Found {
     let mut found = Found::default();
     // SAFETY: a sequential scan with the active snapshot through the relation's own table
-    // access method, each call guarded; values are read from the slot after deforming up to the
-    // column, and the scan and slot are released before returning.
+    // access method; its callbacks, which pgrx does not bind, are each called through pgrx's
+    // guard, so that an error raised inside unwinds as from pgrx's own calls. Values are read
+    // from the slot after deforming up to the column, and the scan and slot are released before
+    // returning.
     unsafe {
-        pg_sys::ffi::pg_guard_ffi_boundary(|| {
-            let am = (*relation).rd_tableam;
-            let slot = pg_sys::table_slot_create(relation, std::ptr::null_mut());
-            let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
-                | pg_sys::ScanOptions::SO_ALLOW_STRAT
-                | pg_sys::ScanOptions::SO_ALLOW_SYNC
-                | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
-            let scan = ((*am).scan_begin.expect("a table access method scans"))(
+        let am = (*relation).rd_tableam;
+        let (Some(begin), Some(next), Some(end)) =
+            ((*am).scan_begin, (*am).scan_getnextslot, (*am).scan_end)
+        else {
+            return found;
+        };
+        let slot = pg_sys::table_slot_create(relation, std::ptr::null_mut());
+        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+            | pg_sys::ScanOptions::SO_ALLOW_STRAT
+            | pg_sys::ScanOptions::SO_ALLOW_SYNC
+            | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+        let snapshot = pg_sys::GetActiveSnapshot();
+        let scan = guarded(|| {
+            begin(
                 relation,
-                pg_sys::GetActiveSnapshot(),
+                snapshot,
                 0,
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 flags,
-            );
-            let next = (*am).scan_getnextslot.expect("a table access method scans");
-            while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-                pg_sys::check_for_interrupts!();
-                if column.key_type.is_integer() {
-                    if let Some(value) = integer_at(slot, column) {
-                        match value >= 0 {
-                            true => found.add_id(value),
-                            false => found.add_not_id(&value.to_string()),
-                        }
-                    }
-                } else if let Some(text) = text_at(slot, column) {
-                    match layout::id_from_digits(&text, column.key_type == KeyType::Numeric) {
-                        Some(id) => found.add_id(id),
-                        None => found.add_not_id(&text),
+            )
+        });
+        while guarded(|| next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot)) {
+            pg_sys::check_for_interrupts!();
+            if column.key_type.is_integer() {
+                if let Some(value) = integer_at(slot, column) {
+                    match value >= 0 {
+                        true => found.add_id(value),
+                        false => found.add_not_id(&value.to_string()),
                     }
                 }
+            } else if let Some(text) = text_at(slot, column) {
+                match layout::id_from_digits(&text, column.key_type == KeyType::Numeric) {
+                    Some(id) => found.add_id(id),
+                    None => found.add_not_id(&text),
+                }
             }
-            ((*am).scan_end.expect("a table access method scans"))(scan);
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-        })
+        }
+        guarded(|| end(scan));
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
     };
     found
+}
+
+/// Calls a function of PostgreSQL's that pgrx does not bind (a table access method's callback)
+/// through pgrx's guard.
+///
+/// # Safety
+///
+/// As the function called; `call` makes that one call and nothing else.
+unsafe fn guarded<T>(call: impl FnOnce() -> T) -> T {
+    // SAFETY: guaranteed by the caller.
+    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(call) }
 }
 
 /// The column's datum in a slot, if it is not null.

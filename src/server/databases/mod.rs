@@ -176,8 +176,25 @@ pub struct Recording {
 /// meanwhile, is skipped. `recording` says how far it got, also when an error (a cancel) ends
 /// it.
 pub fn record_in_every_database(released: &[(i32, i64)], recording: &mut Recording) {
+    record_in(databases(), released, recording);
+}
+
+/// [`record_in_every_database`], in the databases named only.
+pub fn record_in_databases(names: &[String], released: &[(i32, i64)], recording: &mut Recording) {
+    let named = databases()
+        .into_iter()
+        .filter(|(_, name)| names.contains(name))
+        .collect();
+    record_in(named, released, recording);
+}
+
+fn record_in(
+    databases: Vec<(pg_sys::Oid, String)>,
+    released: &[(i32, i64)],
+    recording: &mut Recording,
+) {
     let job = Job::Record(released.to_vec());
-    for (oid, name) in databases() {
+    for (oid, name) in databases {
         match worker::run(oid, &name, &job) {
             Ok(Outcome::Recorded(true)) => recording.written.push(name),
             Ok(Outcome::Recorded(false)) => {}

@@ -123,20 +123,41 @@ pub fn read(client: &pgrx::spi::SpiClient) -> Result<Recorded, pgrx::spi::Error>
     })
 }
 
+/// What writing the current database's record came to.
+pub enum Written {
+    /// The record holds the new list.
+    Record,
+    /// There is no record to write: snowid is not installed, or its version keeps none.
+    NoRecord,
+    /// The table by the record's name is not snowid's own, and was not written; why.
+    Untrusted(String),
+}
+
+/// How long a record's write waits for a lock another transaction holds on it (a `DROP
+/// EXTENSION` not yet committed, say).
+pub const LOCK_WAIT: &str = "10s";
+
 /// Replaces the current database's record with `released` (shard, last ID pairs), in the
-/// current transaction. Returns whether there was a record to write (false where snowid is not
-/// installed, or is a version that keeps none). Raises the error of a write that fails.
-pub fn write_here(released: &[(i32, i64)]) -> Result<bool, Failure> {
+/// current transaction, waiting at most [`LOCK_WAIT`] for a lock another transaction holds on
+/// it. Raises the error of a write that fails.
+pub fn write_here(released: &[(i32, i64)]) -> Result<Written, Failure> {
     let _path = SafeSearchPath::set();
-    Spi::connect_mut(|client| match place(client)? {
-        Place::Table(table) => {
-            replace(client, &table, released)?;
-            Ok(Ok(true))
-        }
-        Place::NotInstalled | Place::NoTable { .. } => Ok(Ok(false)),
-        Place::Untrusted(why) => Ok(Err(Failure::new("42501", why))),
+    Spi::connect_mut(|client| {
+        Ok(match place(client)? {
+            Place::Table(table) => {
+                client.update(
+                    &format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"),
+                    None,
+                    &[],
+                )?;
+                replace(client, &table, released)?;
+                Written::Record
+            }
+            Place::NotInstalled | Place::NoTable { .. } => Written::NoRecord,
+            Place::Untrusted(why) => Written::Untrusted(why),
+        })
     })
-    .map_err(|e: pgrx::spi::Error| Failure::internal(e.to_string()))?
+    .map_err(|e: pgrx::spi::Error| Failure::internal(e.to_string()))
 }
 
 /// Deletes every row of the table and inserts `released` as its one row.

@@ -130,7 +130,7 @@ pub fn this_database() -> Result<DatabaseReport, Failure> {
     for root in roots {
         report.columns.push(read_key_column(&root)?);
     }
-    report.releases = Spi::connect(|client| release_records::read(&client))
+    report.releases = Spi::connect(release_records::read)
         .map_err(|e| Failure::internal(e.to_string()))?;
     Ok(report)
 }

@@ -15,7 +15,7 @@
 //! waits for; a worker that outlives its caller finds the segment gone, or writes into a queue
 //! nobody reads.
 
-use super::release_records;
+use super::release_records::{self, Written};
 use super::survey::{self, DatabaseReport};
 use super::Failure;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -116,7 +116,7 @@ pub fn run(database: pg_sys::Oid, name: &str, job: &Job) -> Result<Outcome, Fail
     };
     let answer = start(segment, queue, name).and_then(|worker| {
         let answer = receive(queue);
-        drop(worker);
+        worker.exited();
         answer
     });
     // SAFETY: the segment is this process's, and nothing refers to it any more.
@@ -204,9 +204,20 @@ fn error_of(message: &[u8]) -> Failure {
     }
 }
 
-/// A worker being waited for, stopped when this is dropped: at once if the wait ends with an
-/// error; after it has answered (when it is exiting anyway) otherwise.
+/// A worker being waited for, stopped if this is dropped before it has exited (the wait for it
+/// ended with an error: a cancel).
 struct RunningWorker(*mut pg_sys::BackgroundWorkerHandle);
+
+impl RunningWorker {
+    /// Waits for the worker to exit, which it does once it has answered, so that its slot is
+    /// free for the next.
+    fn exited(self) {
+        // SAFETY: the handle is valid; the wait returns once the worker has exited, and raises
+        // an error on a cancel, which the drop below answers by stopping it.
+        unsafe { pg_sys::WaitForBackgroundWorkerShutdown(self.0) };
+        std::mem::forget(self);
+    }
+}
 
 impl Drop for RunningWorker {
     fn drop(&mut self) {
@@ -273,7 +284,11 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
         .unwrap_or_else(|e| error!("snowid's worker cannot read its job: {e}"));
     let outcome = in_own_transaction(|| match &job {
         Job::Survey => survey::this_database().map(Outcome::Surveyed),
-        Job::Record(released) => release_records::write_here(released).map(Outcome::Recorded),
+        Job::Record(released) => match release_records::write_here(released)? {
+            Written::Record => Ok(Outcome::Recorded(true)),
+            Written::NoRecord => Ok(Outcome::Recorded(false)),
+            Written::Untrusted(why) => Err(Failure::new("42501", why)),
+        },
     });
     let mut answer = vec![ANSWER];
     answer.extend(serde_json::to_vec(&outcome).unwrap_or_default());

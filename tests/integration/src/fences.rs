@@ -20,6 +20,8 @@ pub const FENCED: &str =
 pub const RESUME: &str = "SELECT * FROM snowid_resume_above_columns();";
 /// How far behind the IDs already issued a server's clock is when it starts again.
 pub const BEHIND: &str = "-10m";
+/// How far ahead of the clock the tests' resumes accept a key: the clock set back, and a minute.
+pub const ACCEPTED_AHEAD: &str = "11 minutes";
 
 /// When an ID issued under the default epoch was made, in Unix milliseconds: its top 41 bits.
 pub fn unix_ms_of(id: i64) -> i64 {
@@ -175,13 +177,18 @@ pub fn assert_refuses(cluster: &Cluster, shard: i32, old_max: i64, when: &str) {
 pub type KeyColumn = (String, Option<String>, Option<String>, Option<i64>);
 
 /// Runs the one statement a fence's hint names, `SELECT * FROM snowid_resume_above_columns()`,
-/// and returns its rows; it must succeed.
+/// accepting keys dated up to [`ACCEPTED_AHEAD`] ahead of the clock (the next step its refusal
+/// names where they are: the servers of these tests restart with their clocks [`BEHIND`] the
+/// IDs they issued), and returns its rows; it must succeed.
 pub fn resume_rows(db: &mut Client) -> Vec<KeyColumn> {
-    db.query("SELECT * FROM snowid_resume_above_columns()", &[])
-        .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect()
+    db.query(
+        &format!("SELECT * FROM snowid_resume_above_columns(accept_ahead => '{ACCEPTED_AHEAD}')"),
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect()
 }
 
 /// A key column as `snowid_resume_above_columns()` lists it.

@@ -454,13 +454,18 @@ impl Cluster {
 
     /// A new connection as the superuser `postgres` to another database of the cluster.
     pub fn client_of(&self, dbname: &str) -> Client {
+        self.client_as("postgres", dbname)
+    }
+
+    /// A new connection as role `user` (which may log in) to a database of the cluster.
+    pub fn client_as(&self, user: &str, dbname: &str) -> Client {
         postgres::Config::new()
             .host("127.0.0.1")
             .port(self.port)
-            .user("postgres")
+            .user(user)
             .dbname(dbname)
             .connect(NoTls)
-            .unwrap_or_else(|e| panic!("connect to database {dbname}: {e}"))
+            .unwrap_or_else(|e| panic!("connect to database {dbname} as {user}: {e}"))
     }
 
     /// `pg_dump -Fc` of one database restored with `pg_restore` into another (existing, empty)

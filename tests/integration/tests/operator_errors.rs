@@ -26,6 +26,19 @@ fn standbys_answer(cluster: &mut Cluster) {
     restart(cluster, "fast");
 }
 
+/// The standby named is forgotten by a reload, with no restart: whatever the cancelled change
+/// left in shared memory is what the next statement meets.
+fn standbys_answer_without_a_restart(db: &mut Client) {
+    db.batch_execute("ALTER SYSTEM SET synchronous_standby_names = ''; SELECT pg_reload_conf();")
+        .unwrap();
+    wait_until("the reload", std::time::Duration::from_secs(10), || {
+        db.query_one("SHOW synchronous_standby_names", &[])
+            .unwrap()
+            .get::<_, String>(0)
+            .is_empty()
+    });
+}
+
 /// Runs `sql` with a 3-second statement timeout; it must fail.
 fn cancelled(db: &mut Client, sql: &str) -> Error {
     db.batch_execute("SET statement_timeout = '3s'").unwrap();
@@ -123,6 +136,9 @@ fn a_cancelled_take_back_says_the_shard_is_taken_back() {
         "snowid's take-back of shard 7",
         "is taken back on this server, durably",
     );
+    // Row 3: in force at once, before any restart (0.6.0: refused with 55000 until a restart).
+    standbys_answer_without_a_restart(&mut db);
+    assert_generates_above(&mut db, 7, theirs, "taken back, with no restart");
     drop(db);
     standbys_answer(&mut cluster);
     assert_generates_above(
@@ -152,6 +168,20 @@ fn a_cancelled_resume_says_the_resume_holds() {
         &err,
         &format!("snowid's resume above ID {above}"),
         "The resume is durable on this server",
+    );
+    // Row 3: every new ID is above, at once (0.6.0: 1,000 of 1,000 new IDs were at or below it
+    // until a restart).
+    standbys_answer_without_a_restart(&mut db);
+    let below: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT snowid_next(8) AS id FROM generate_series(1, 1000)) s              WHERE id <= $1",
+            &[&above],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        below, 0,
+        "new IDs at or below the ID resumed above, with no restart"
     );
     drop(db);
     standbys_answer(&mut cluster);
@@ -414,4 +444,28 @@ fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
             }
         }
     });
+}
+
+/// Row 3, the fence lift. Guards against a fence lift cancelled while waiting for the standbys
+/// whose error says the fence is lifted while the server still refused (0.6.0: until a restart).
+/// The hint's resume on a fenced server, cancelled so, is in force: the server generates above
+/// the old IDs at once.
+#[test]
+fn a_cancelled_fence_lift_says_the_fence_is_lifted_and_it_is() {
+    let mut cluster = cluster_with_rows(8, 100);
+    let old_max = max_id(&mut cluster.client());
+    cluster.set("synchronous_standby_names", "'nobody'");
+    lose_the_state(&mut cluster, 8, old_max);
+    let mut db = cluster.client();
+    let err = cancelled(
+        &mut db,
+        &format!("SELECT * FROM snowid_resume_above_columns(accept_ahead => '{ACCEPTED_AHEAD}')"),
+    );
+    assert_says(
+        &err,
+        &format!("snowid's resume above ID {old_max}"),
+        "its fence, if it had one, is lifted",
+    );
+    standbys_answer_without_a_restart(&mut db);
+    assert_generates_above(&mut db, 8, old_max, "the fence lifted, with no restart");
 }

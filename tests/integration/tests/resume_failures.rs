@@ -69,8 +69,27 @@ fn a_resume_by_number_on_a_fenced_server_reads_every_database() {
         )
         .unwrap()
         .get(0);
-    db.query_one("SELECT snowid_resume_above($1::bigint)", &[&stale])
-        .unwrap_or_else(|e| panic!("resume above a stale number: {}", describe(&e)));
+    // The survey finds u's keys, dated further ahead of the set-back clock than snowid issues:
+    // refused, naming them; the hint's next step gives the highest key by number.
+    let err = db
+        .query_one("SELECT snowid_resume_above($1::bigint)", &[&stale])
+        .expect_err("a key dated 10 minutes ahead of the clock needs the superuser's word");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    assert!(
+        describe(&err).contains(&format!(
+            "Key {u_max}, in public.u.id of database \"other\""
+        )),
+        "names the highest key: {}",
+        describe(&err)
+    );
+    assert_refuses(&cluster, 5, t_max, "after the refused resume");
+    db.query_one(
+        "SELECT snowid_resume_above($1::bigint)",
+        &[&stale.max(t_max)],
+    )
+    .expect_err("still below u's key");
+    db.query_one("SELECT snowid_resume_above($1::bigint)", &[&u_max])
+        .unwrap_or_else(|e| panic!("resume above the key named: {}", describe(&e)));
     for shard in [5, 6, 7] {
         assert_generates_above(
             &mut db,
@@ -83,22 +102,25 @@ fn a_resume_by_number_on_a_fenced_server_reads_every_database() {
 
 /// Guards against a resume that lifts a fence while it could not read a database, above less
 /// than that database holds: a table of database `broken` has lost its file, so its survey
-/// fails; the cluster-wide resume, and a resume by number, refuse (55000, naming the database)
-/// and change nothing: the server still refuses. Once the table is dropped, the resume lifts the
-/// fence above the rest.
+/// fails; the cluster-wide resume, and a resume by number, refuse (with the error reading met,
+/// naming the database) and change nothing: the server still refuses. A superuser who knows the
+/// highest key there lifts the fence above it without reading that database.
 #[test]
 fn a_database_that_cannot_be_read_leaves_the_fence_in_place() {
     let mut cluster = cluster_with_rows(5, 1000);
     let old_max = max_id(&mut cluster.client());
-    let file: String = new_database_with_snowid(
+    let mut broken = new_database_with_snowid(
         &cluster,
         "broken",
         "CREATE TABLE b (id bigint PRIMARY KEY DEFAULT snowid_next(8));
          INSERT INTO b SELECT FROM generate_series(1, 10);",
-    )
-    .query_one("SELECT pg_relation_filepath('b')", &[])
-    .unwrap()
-    .get(0);
+    );
+    let file: String = broken
+        .query_one("SELECT pg_relation_filepath('b')", &[])
+        .unwrap()
+        .get(0);
+    let b_max = max_of(&mut broken, "b");
+    drop(broken);
     cluster.stop("fast");
     cluster.remove_file(&file);
     damage(&cluster, Damage::Deleted);
@@ -106,27 +128,54 @@ fn a_database_that_cannot_be_read_leaves_the_fence_in_place() {
     start(&mut cluster);
     assert_refuses(&cluster, 5, old_max, "the state lost");
     let mut db = cluster.client();
+    // The error is the one reading the table met (58P01, undefined_file), and says so.
     let says = "could not read the snowid keys of database \"broken\"";
     refused_and_changed_nothing(
         &cluster,
-        db.query("SELECT * FROM snowid_resume_above_columns()", &[]),
-        "55000",
+        db.query(
+            &format!(
+                "SELECT * FROM snowid_resume_above_columns(accept_ahead => '{ACCEPTED_AHEAD}')"
+            ),
+            &[],
+        ),
+        "58P01",
         says,
         old_max,
     );
     refused_and_changed_nothing(
         &cluster,
         db.query("SELECT snowid_resume_above($1::bigint)", &[&old_max]),
-        "55000",
+        "58P01",
         says,
         old_max,
     );
-    cluster
-        .client_of("broken")
-        .batch_execute("DROP TABLE b")
-        .unwrap();
-    resume(&mut db, old_max);
-    assert_generates_above(&mut db, 5, old_max, "after the resume");
+    // The hint's next step: a superuser who knows the highest key there lifts the fence above
+    // it without reading that database, knowingly; the other databases are still read.
+    let hint = db
+        .query("SELECT snowid_resume_above($1::bigint)", &[&old_max])
+        .expect_err("still refused");
+    assert!(
+        describe(&hint).contains("skip_databases => '{broken}'"),
+        "{}",
+        describe(&hint)
+    );
+    db.query(
+        "SELECT snowid_resume_above($1::bigint, skip_databases => '{broken}')",
+        &[&b_max],
+    )
+    .unwrap_or_else(|e| panic!("knowingly: {}", describe(&e)));
+    assert_generates_above(
+        &mut db,
+        5,
+        b_max,
+        "after the resume without database broken",
+    );
+    assert_generates_above(
+        &mut db,
+        8,
+        b_max,
+        "after the resume without database broken",
+    );
 }
 
 /// Guards against a resume that lifts a fence without reading the other databases when no
