@@ -141,6 +141,11 @@ fn ff1<C: aes::cipher::KeyInit>(key: &[u8]) -> FF1<C> {
     FF1::new(key, 2).expect("radix 2 is within FF1's radixes")
 }
 
+/// Whether a key is well formed (32, 48 or 64 hexadecimal digits), without deriving the mask.
+pub fn check_key(key: &str) -> Result<(), KeyError> {
+    parse_hex(key).map(drop)
+}
+
 /// The bytes of a key written in hexadecimal, checked for its length first.
 fn parse_hex(key: &str) -> Result<Vec<u8>, KeyError> {
     let length = key.chars().count();
@@ -301,9 +306,15 @@ impl fmt::Display for TextError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TextError::Length(n) => write!(f, "it has {n} characters, not {TEXT_LEN}"),
+            // A character outside ASCII as its code point, which reads the same in any encoding.
+            TextError::Symbol(position, c) if c.is_ascii_graphic() => write!(
+                f,
+                "character {position}, '{c}', is not a symbol of Crockford's base32 (0-9 and A-Z without U)"
+            ),
             TextError::Symbol(position, c) => write!(
                 f,
-                "character {position}, {c:?}, is not a symbol of Crockford's base32 (0-9 and A-Z without U)"
+                "character {position}, U+{:04X}, is not a symbol of Crockford's base32 (0-9 and A-Z without U)",
+                u32::from(*c)
             ),
             TextError::OutOfRange => {
                 write!(f, "its first symbol is above 7, so it is beyond every masked ID")
