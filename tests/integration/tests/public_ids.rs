@@ -281,3 +281,34 @@ fn parallel_workers_mask_as_documented() {
         "parallel workers masked: {processes:?}"
     );
 }
+
+/// Guards against masking with a key PostgreSQL keeps in public view: without preloading,
+/// `snowid.mask_key` in postgresql.conf is only a placeholder that any role can SHOW, so the
+/// functions must refuse (55000, naming the fix) rather than read it.
+#[test]
+fn without_preloading_the_mask_refuses() {
+    let mut cluster = Cluster::init();
+    cluster.set("snowid.mask_key", &quoted(KEY));
+    cluster.start().unwrap();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE EXTENSION snowid").unwrap();
+    for sql in [
+        "SELECT snowid_mask(1)",
+        "SELECT snowid_unmask(1)",
+        "SELECT snowid_mask_text(1)",
+        "SELECT snowid_unmask_text('0000000000001')",
+    ] {
+        let err = db.batch_execute(sql).unwrap_err();
+        let db_err = err.as_db_error().unwrap();
+        assert_eq!(db_err.code().code(), "55000", "{sql}: {err}");
+        assert_eq!(
+            db_err.message(),
+            "snowid must be loaded via shared_preload_libraries",
+            "{sql}"
+        );
+        assert!(
+            db_err.detail().unwrap().contains("snowid.mask_key"),
+            "{sql}"
+        );
+    }
+}
