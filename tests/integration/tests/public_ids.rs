@@ -1,6 +1,7 @@
 //! Public IDs: the mask's key stays with the superusers, and the mask is the documented FF1.
 
 use snowid_core::mask::{self, Mask};
+use snowid_integration::postgres::error::DbError;
 use snowid_integration::postgres::{Client, Config, NoTls};
 use snowid_integration::{create_worker_pid, parallel_settings, wait_until, Cluster};
 use std::time::Duration;
@@ -51,6 +52,23 @@ fn everything_shown(db: &mut Client, sql: &str) -> String {
             None => e.to_string(),
         },
     }
+}
+
+/// The error each of the four functions raises on a well-formed argument (the test fails if one
+/// does not), with the statement.
+fn errors_of_every_function(db: &mut Client) -> Vec<(&'static str, DbError)> {
+    [
+        "SELECT snowid_mask(1)",
+        "SELECT snowid_unmask(1)",
+        "SELECT snowid_mask_text(1)",
+        "SELECT snowid_unmask_text('0000000000001')",
+    ]
+    .into_iter()
+    .map(|sql| {
+        let err = db.batch_execute(sql).expect_err(sql);
+        (sql, err.as_db_error().expect("a server error").clone())
+    })
+    .collect()
 }
 
 fn assert_no_key(shown: &str, keys: &[&str], what: &str) {
@@ -210,15 +228,8 @@ fn no_key_reaches_the_log() {
 fn no_key_refuses_and_names_the_setting() {
     let cluster = Cluster::preloaded(&[]);
     let mut db = cluster.client();
-    for sql in [
-        "SELECT snowid_mask(1)",
-        "SELECT snowid_unmask(1)",
-        "SELECT snowid_mask_text(1)",
-        "SELECT snowid_unmask_text('0000000000001')",
-    ] {
-        let err = db.batch_execute(sql).unwrap_err();
-        let db_err = err.as_db_error().unwrap();
-        assert_eq!(db_err.code().code(), "55000", "{sql}: {err}");
+    for (sql, db_err) in errors_of_every_function(&mut db) {
+        assert_eq!(db_err.code().code(), "55000", "{sql}: {db_err}");
         assert_eq!(db_err.message(), "snowid.mask_key is not set");
         assert!(db_err.hint().unwrap().contains("snowid.mask_key"), "{sql}");
     }
@@ -292,15 +303,8 @@ fn without_preloading_the_mask_refuses() {
     cluster.start().unwrap();
     let mut db = cluster.client();
     db.batch_execute("CREATE EXTENSION snowid").unwrap();
-    for sql in [
-        "SELECT snowid_mask(1)",
-        "SELECT snowid_unmask(1)",
-        "SELECT snowid_mask_text(1)",
-        "SELECT snowid_unmask_text('0000000000001')",
-    ] {
-        let err = db.batch_execute(sql).unwrap_err();
-        let db_err = err.as_db_error().unwrap();
-        assert_eq!(db_err.code().code(), "55000", "{sql}: {err}");
+    for (sql, db_err) in errors_of_every_function(&mut db) {
+        assert_eq!(db_err.code().code(), "55000", "{sql}: {db_err}");
         assert_eq!(
             db_err.message(),
             "snowid must be loaded via shared_preload_libraries",
