@@ -41,6 +41,13 @@ $$ LANGUAGE plpgsql;
 
 FLOOR = "floor: int4abs"
 NEXTVAL = "nextval()"
+UUID = "gen_random_uuid()"
+MASK = "snowid_mask()"
+HMAC = "pgcrypto hmac()"
+# The benchmark server's snowid.mask_key (bench/run sets it), and the same 16 bytes as the
+# HMAC key.
+BENCH_KEY = "3f9c1a7e5b2d4086c1e7a9f3b5d70248"
+BENCH_KEY_BYTES = "\\x" + BENCH_KEY
 MANY = "snowid_next, many shards"
 SNOWID_ROWS = [MANY, "snowid_next, one shard", "snowid_next() (own shard)"]
 
@@ -54,10 +61,20 @@ PER_CALL = [
     ("snowid_next() (own shard)", "snowid_next()", None),
     (NEXTVAL, "nextval('bench_seq')", None),
     ("random()", "random()", None),
-    ("gen_random_uuid()", "gen_random_uuid()", None),
+    (UUID, "gen_random_uuid()", None),
     ("uuidv7()", "uuidv7()", "uuidv7()"),
     ("Instagram PL/pgSQL", "insta_next_id()", None),
+    (MASK, "snowid_mask(g)", "snowid_mask(bigint)"),
+    ("snowid_unmask()", "snowid_unmask(g)", "snowid_unmask(bigint)"),
+    ("snowid_mask_text()", "snowid_mask_text(g)", "snowid_mask_text(bigint)"),
+    ("snowid_unmask_text()", "snowid_unmask_text('2D476KTY36P9K')", "snowid_unmask_text(text)"),
+    (HMAC, f"hmac(int8send(g), '{BENCH_KEY_BYTES}'::bytea, 'sha256')", "hmac(bytea,bytea,text)"),
 ]
+
+# The public IDs' mask beside the two things it is measured against in the same rounds: a random
+# UUID (what the mask should not cost more than) and a keyed hash of the ID (pgcrypto's HMAC-SHA256,
+# the usual one-way way to hide an ID), where pgcrypto is installed.
+MASK_ROWS = [MASK, "snowid_unmask()", "snowid_mask_text()", "snowid_unmask_text()"]
 
 # (key, column definition, the function it needs or None).
 KEYS = [
@@ -400,6 +417,30 @@ def per_call_table(samples):
     return stats, lines
 
 
+def mask_table(samples):
+    """The mask's rows against gen_random_uuid() and pgcrypto's hmac(), per round, and the
+    target: a mask that costs no more than gen_random_uuid()."""
+    rows = [name for name in MASK_ROWS if name in samples]
+    if not rows:
+        return [], []
+    against = [UUID] + ([HMAC] if HMAC in samples else [])
+    lines = [
+        "| per call | " + " | ".join(f"× {a}, median (min–max)" for a in against)
+        + " | over the floor, ns, median |",
+        "|---|" + "---:|" * (len(against) + 1),
+    ]
+    for name in rows:
+        cells = [per_round_ratios(samples[name], samples[a]) for a in against]
+        over = Spread(v - f for v, f in zip(samples[name], samples[FLOOR]))
+        lines.append(f"| {name} | " + " | ".join(f"{c.median:.2f} ({c.range('.2f')})" for c in cells)
+                     + f" | {over.median:.0f} |")
+    if HMAC not in samples:
+        lines += ["", "pgcrypto is not installed in this build: no hmac() row."]
+    mask_uuid = per_round_ratios(samples[MASK], samples[UUID])
+    targets = [("snowid_mask ≤ 1.0 × gen_random_uuid()", mask_uuid, mask_uuid.median <= 1.0)]
+    return lines, targets
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bindir", required=True)
@@ -417,6 +458,8 @@ def main():
     args = ap.parse_args()
     db = Server(args.bindir, args.host, args.port)
     db.psql("CREATE EXTENSION snowid; CREATE SEQUENCE bench_seq;" + INSTAGRAM)
+    if db.psql("SELECT count(*) FROM pg_available_extensions WHERE name = 'pgcrypto'").strip() == "1":
+        db.psql("CREATE EXTENSION pgcrypto")
     version = db.psql("SHOW server_version").strip()
     major = int(db.psql("SHOW server_version_num")) // 10000
     methods = [(n, e) for n, e, needs in PER_CALL if db.has(needs)]
@@ -442,8 +485,9 @@ def main():
     print(f"PostgreSQL {version}: per-call cost, {rounds} rounds ...", flush=True)
     samples = per_call(db, methods, rounds, calls)
     stats, call_lines = per_call_table(samples)
+    mask_lines, mask_targets = mask_table(samples)
     if args.per_call_only:
-        print("\n".join(call_lines))
+        print("\n".join(call_lines + [""] + mask_lines))
         return
     print("sustained single-shard rate ...", flush=True)
     rate = sustained_rate(db, 2_000_000 if args.quick else 5_000_000)
@@ -511,6 +555,14 @@ def main():
             s = Spread(tps[key][c])
             cells.append(f"{s.median:,.0f} ({s.lo:,.0f}–{s.hi:,.0f})")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    if mask_lines:
+        lines += [
+            "",
+            "Public IDs: the mask's rows above, each per round over gen_random_uuid() and "
+            "pgcrypto's `hmac(int8send(g), key, 'sha256')` in the same round, then summarised.",
+            "",
+            *mask_lines,
+        ]
     if notes:
         lines += ["", *notes]
     targets = [
@@ -518,6 +570,7 @@ def main():
         ("snowid_next across many shards ≤ 0.6 × nextval()", many_nextval, many_nextval.median <= 0.6),
         ("one shard sustains ≥ 0.95 × 1,024,000 IDs/s", Spread([rate / CEILING]), rate >= 0.95 * CEILING),
         ("bulk insert keyed by snowid_next ≤ 1.0 × bigserial", bulk_ratio, bulk_ratio.median <= 1.0),
+        *mask_targets,
     ]
     lines += ["", "| target (on the median) | measured, median | min–max | |", "|---|---:|---:|---|"]
     lines += [f"| {t} | {s.median:.2f} | {s.range('.2f')} | {verdict(ok)} |" for t, s, ok in targets]

@@ -4,10 +4,11 @@
 //!
 //! | SQLSTATE | when |
 //! |---|---|
-//! | 22003 | a shard or sequence number outside its field, or a negative ID |
+//! | 22003 | a shard or sequence number outside its field, or a negative ID (or masked ID) |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
 //! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
+//! | 22P02 | a text that is not a masked ID's text form |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
 //! | 42501, 42P01 | `snowid_partition_ddl` on a table the caller has no privilege on, or that does not exist |
@@ -15,7 +16,7 @@
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated more than an hour ahead, or that cannot tell which shards were released |
+//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated more than an hour ahead, or that cannot tell which shards were released |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server |
 //! | XX001 | the durable state's pages are damaged |
 
@@ -584,13 +585,18 @@ pub fn negative_id(id: i64) -> ! {
 /// `what` is the function that needs shared memory, such as `snowid_next()`.
 #[track_caller]
 pub fn not_preloaded(what: &str) -> ! {
+    raise_not_preloaded(format!(
+        "{what} needs snowid's state in shared memory, which only exists when the server loads \
+         snowid at start-up. Decoding works without it."
+    ))
+}
+
+#[track_caller]
+fn raise_not_preloaded(detail: String) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowid must be loaded via shared_preload_libraries".into(),
-        Some(format!(
-            "{what} needs snowid's state in shared memory, which only exists when the server \
-             loads snowid at start-up. Decoding works without it."
-        )),
+        Some(detail),
         Some(
             "Add shared_preload_libraries = 'snowid' to postgresql.conf (keeping any libraries \
              already listed) and restart the server."
@@ -1014,6 +1020,79 @@ pub fn invalid_setting_at_startup(name: &str, text: &str, detail: &str, hint: &s
     .set_hint(hint)
     .report(PgLogLevel::FATAL);
     unreachable!("a FATAL report does not return")
+}
+
+/// The message of a malformed `snowid.mask_key`, at start-up, on reload and in `ALTER SYSTEM`:
+/// unlike PostgreSQL's own, it does not quote the value, which is the key or nearly.
+pub const INVALID_MASK_KEY: &str = "invalid value for parameter \"snowid.mask_key\"";
+pub const MASK_KEY_HINT: &str =
+    "Set snowid.mask_key to 32 hexadecimal digits (such as the output of \
+     `openssl rand -hex 16`), or 48 or 64, in postgresql.conf, then reload.";
+
+/// A malformed `snowid.mask_key` at start-up stops the postmaster, as any bad snowid setting
+/// does; the reason never repeats the key.
+#[track_caller]
+pub fn invalid_mask_key_at_startup(reason: &str) -> ! {
+    ErrorReport::new(ERRCODE_INVALID_PARAMETER_VALUE, INVALID_MASK_KEY, "snowid")
+        .set_detail(detail_line(reason))
+        .set_hint(MASK_KEY_HINT)
+        .report(PgLogLevel::FATAL);
+    unreachable!("a FATAL report does not return")
+}
+
+/// A mask function with no key set. `what` is the function, such as `snowid_mask`.
+#[track_caller]
+pub fn mask_key_not_set(what: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid.mask_key is not set".into(),
+        Some(format!(
+            "{what} masks IDs with the key in snowid.mask_key, and no key is set on this server."
+        )),
+        Some(MASK_KEY_HINT.into()),
+    )
+}
+
+/// A mask function on a server that did not preload snowid: its key setting exists, hidden from
+/// all but superusers, only when snowid is preloaded.
+#[track_caller]
+pub fn mask_not_preloaded(what: &str) -> ! {
+    raise_not_preloaded(format!(
+        "{what} reads its key from snowid.mask_key, a setting that is hidden from all but \
+         superusers only when the server loads snowid at start-up."
+    ))
+}
+
+/// A negative value given to the mask, which covers 0 to 2^63 - 1. `what` is the function.
+#[track_caller]
+pub fn negative_mask_input(what: &str, value: i64) -> ! {
+    raise(
+        ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("{what} takes a non-negative bigint, not {value}"),
+        Some("IDs and masked IDs are from 0 to 9223372036854775807.".into()),
+        None,
+    )
+}
+
+/// A text that is not the text form of a masked ID. The text is quoted when it is short and
+/// printable ASCII, which reads the same in every database encoding.
+#[track_caller]
+pub fn invalid_masked_text(text: &str, reason: &str) -> ! {
+    let message = if text.len() <= 40 && text.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        format!("invalid masked snowid: \"{text}\"")
+    } else {
+        "invalid masked snowid".to_string()
+    };
+    raise(
+        ERRCODE_INVALID_TEXT_REPRESENTATION,
+        message,
+        Some(detail_line(reason)),
+        Some(
+            "A masked snowid in text is 13 symbols of Crockford's base32, as snowid_mask_text \
+             writes it."
+                .into(),
+        ),
+    )
 }
 
 /// An unknown `snowid.*` setting at start-up stops the postmaster too: it is almost always a

@@ -29,7 +29,7 @@ pub mod server;
 pub mod sql;
 
 use server::state::wal_records;
-use server::{counters, pg_upgrade, settings, shared_memory, utility_hook};
+use server::{counters, mask_key, pg_upgrade, settings, shared_memory, utility_hook};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -50,6 +50,7 @@ pub extern "C-unwind" fn _PG_init() {
         wal_records::register();
         counters::register();
         utility_hook::install();
+        mask_key::install_log_hook();
         settings::warn_if_exhaustion_is_near(settings::epoch_unix_ms());
     } else {
         // pg_upgrade loads snowid into the new cluster to check its libraries: the state is

@@ -1,7 +1,8 @@
 //! Microbenchmarks of the core, outside PostgreSQL: `cargo bench -p snowid-core`.
 //!
 //! The per-shard step alone, the whole protocol with the machine's clock, and the time base
-//! read, each beside a plain atomic increment as the floor; and threads racing on one shard.
+//! read, each beside a plain atomic increment as the floor; threads racing on one shard; and the
+//! public IDs' mask.
 //! Timings vary with the machine: compare each row with its floor from the same run.
 
 use divan::{black_box, Bencher};
@@ -10,6 +11,7 @@ use snowid_core::durable::{Change, DurableState, Header};
 use snowid_core::generator::{FastIssue, Generator, Shared};
 use snowid_core::host::{Clock, DurableStore, Event, Interrupted, Report, Wait};
 use snowid_core::layout::Shard;
+use snowid_core::mask::Mask;
 use snowid_core::shard_state::issue;
 use snowid_core::startup::{Found, Occasion, Plan, Reading};
 use snowid_core::time_base::TimeBase;
@@ -129,4 +131,32 @@ fn issue_racing_on_one_shard(b: Bencher) {
 fn floor_fetch_add_racing(b: Bencher) {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     b.bench(|| COUNTER.fetch_add(1, Ordering::Relaxed));
+}
+
+/// The public IDs' mask under each key length, and deriving it from a key (the AES key
+/// schedule), which the extension does once per key change.
+#[divan::bench(args = [32, 48, 64])]
+fn mask_one(b: Bencher, hex_digits: usize) {
+    let mask = Mask::from_hex(&"5a".repeat(hex_digits / 2)).unwrap();
+    let mut id = 1i64 << 50;
+    b.bench_local(|| {
+        id += 1;
+        mask.mask(black_box(id))
+    });
+}
+
+#[divan::bench]
+fn unmask_one(b: Bencher) {
+    let mask = Mask::from_hex(&"5a".repeat(16)).unwrap();
+    let mut masked = 1i64 << 50;
+    b.bench_local(|| {
+        masked += 1;
+        mask.unmask(black_box(masked))
+    });
+}
+
+#[divan::bench]
+fn mask_key_derivation(b: Bencher) {
+    let key = "5a".repeat(16);
+    b.bench(|| Mask::from_hex(black_box(&key)));
 }

@@ -7,6 +7,8 @@
 //! - [`shard_state`]: one shard's 64-bit stamp, advanced lock-free.
 //! - [`shard_set`]: the shards a server owns.
 //! - [`shard_hash`]: the stable hash from a key to a shard.
+//! - [`mask`]: public IDs: a keyed, reversible mask of the non-negative `bigint`s (FF1 of NIST
+//!   SP 800-38G) and its text form (Crockford's base32).
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
 //! - [`release_records`]: the records of the released shards kept beside the durable state (the
@@ -33,6 +35,7 @@ pub mod epoch;
 pub mod generator;
 pub mod host;
 pub mod layout;
+pub mod mask;
 pub mod release_records;
 pub mod resume_above;
 pub mod shard_hash;

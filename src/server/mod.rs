@@ -2,6 +2,7 @@
 //! segment, the per-process counts, the protocol's host, and the durable state.
 //!
 //! - [`settings`]: the `snowid.*` settings;
+//! - [`mask_key`]: the public IDs' mask derived once per key, and the key kept out of the log;
 //! - [`shared_memory`]: the segment, with its concurrency rules, and how it starts;
 //! - [`counters`]: IDs issued per shard, counted per process off the hot path;
 //! - [`pg_host`]: the issuing protocol's host (clocks, durable state, waits, log);
@@ -19,6 +20,7 @@
 pub mod counters;
 pub mod databases;
 pub mod issuing;
+pub mod mask_key;
 pub mod pg_host;
 pub mod pg_upgrade;
 pub mod releases;

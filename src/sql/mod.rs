@@ -3,6 +3,7 @@
 //! - [`generate`]: `snowid_next` in its forms, the hot path;
 //! - [`decode`]: `snowid_parse`, the parts, `snowid_from_timestamp`, `snowid_shard_for`;
 //! - [`text_key`]: the bytes a text key hashes to its shard, whatever the database encoding;
+//! - [`mask`]: public IDs: `snowid_mask`, `snowid_unmask` and their text forms;
 //! - [`trigger`]: `snowid_fill_id`, a key's shard derived from another column;
 //! - [`partitions`]: `snowid_partition_ddl`, time partitions of a snowid key;
 //! - [`convert`]: `snowid_convert_column`, an existing key turned into a snowid key;
@@ -19,6 +20,7 @@ pub mod decode;
 pub mod generate;
 pub mod info;
 pub mod install;
+pub mod mask;
 pub mod old_shapes;
 pub mod operations;
 pub mod partitions;

@@ -130,8 +130,8 @@ pub fn this_database() -> Result<DatabaseReport, Failure> {
     for root in roots {
         report.columns.push(read_key_column(&root)?);
     }
-    report.releases = Spi::connect(release_records::read)
-        .map_err(|e| Failure::internal(e.to_string()))?;
+    report.releases =
+        Spi::connect(release_records::read).map_err(|e| Failure::internal(e.to_string()))?;
     Ok(report)
 }
 

@@ -169,7 +169,10 @@ fn a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced() {
     );
     let rows: Vec<KeyColumn> = db
         .query(
-            "SELECT * FROM snowid_resume_above_columns(released => '{}')",
+            &format!(
+                "SELECT * FROM snowid_resume_above_columns(released => '{{}}', \
+                 accept_ahead => '{ACCEPTED_AHEAD}')"
+            ),
             &[],
         )
         .unwrap_or_else(|e| panic!("resuming: {}", describe(&e)))

@@ -4,6 +4,7 @@
 //! `pg_basebackup -R`, a restore from a base backup and archived WAL, a `pg_upgrade`. Wall clocks
 //! are set back with libfaketime where the scenario needs it.
 
+use snowid_integration::fences::ACCEPTED_AHEAD;
 use snowid_integration::postgres::Client;
 use snowid_integration::{code, Cluster, Watchdog};
 use std::time::Duration;
@@ -48,9 +49,14 @@ fn burst_lead(db: &mut Client) -> f64 {
     .get(0)
 }
 
-/// Runs `snowid_resume_above_columns()` and returns the columns it resumed above: (table, max).
+/// Runs `snowid_resume_above_columns()`, accepting keys dated up to [`ACCEPTED_AHEAD`] ahead of
+/// the clock (the servers here restart with their clocks set back), and returns the columns it
+/// resumed above: (table, max).
 fn resume_above_columns(db: &mut Client) -> Vec<(String, i64)> {
-    db.query("SELECT tbl, max_id FROM snowid_resume_above_columns()", &[])
+    db.query(
+        &format!("SELECT tbl, max_id FROM snowid_resume_above_columns(accept_ahead => '{ACCEPTED_AHEAD}')"),
+        &[],
+    )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))

@@ -1,7 +1,9 @@
 //! Upgrading from 0.1.0 to 0.5.0: the paths users take, the WAL an earlier version left, and the
 //! release bookkeeping that makes them exist.
 
-use snowid_integration::fences::{assert_generates_above, assert_refuses, describe, start, STATE};
+use snowid_integration::fences::{
+    assert_generates_above, assert_refuses, describe, start, ACCEPTED_AHEAD, STATE,
+};
 use snowid_integration::Cluster;
 use std::collections::BTreeSet;
 use std::fs;
@@ -252,7 +254,10 @@ fn wal_of_0_2_0_replays_and_its_cluster_is_fenced_until_resumed() {
     );
     let rows = db
         .query(
-            "SELECT * FROM snowid_resume_above_columns(released => '{}')",
+            &format!(
+                "SELECT * FROM snowid_resume_above_columns(released => '{{}}', \
+                 accept_ahead => '{ACCEPTED_AHEAD}')"
+            ),
             &[],
         )
         .unwrap_or_else(|e| panic!("none released: {}", describe(&e)));
