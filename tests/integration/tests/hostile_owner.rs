@@ -82,12 +82,14 @@ fn cluster_of_a_hostile_owner() -> Cluster {
     let cluster = cluster_with_rows(5, 100);
     cluster
         .client()
-        .batch_execute(
-            "CREATE ROLE owner1 LOGIN;
-             CREATE DATABASE mdb OWNER owner1;
-             CREATE DATABASE cdb OWNER owner1;",
-        )
+        .batch_execute("CREATE ROLE owner1 LOGIN")
         .unwrap();
+    for database in ["mdb", "cdb"] {
+        cluster
+            .client()
+            .batch_execute(&format!("CREATE DATABASE {database} OWNER owner1"))
+            .unwrap();
+    }
     for (database, tables) in [("mdb", PLACES), ("cdb", TYPES)] {
         cluster
             .client_as("owner1", database)
@@ -168,8 +170,8 @@ fn no_code_of_a_database_owner_runs_as_the_superuser() {
             assert_eq!(code(&err), "55000", "{resume}: {}", describe(&err));
             let said = describe(&err);
             for named in [
-                "public.kb.k in database \"cdb\": its type idbox is not one snowid reads",
-                "public.ke.k in database \"cdb\": its type mood is not one snowid reads",
+                "public.kb.k in database \"cdb\": its type public.idbox is not one snowid reads",
+                "public.ke.k in database \"cdb\": its type public.mood is not one snowid reads",
                 "skip_databases => '{cdb}'",
             ] {
                 assert!(said.contains(named), "{resume} from {caller}: {said}");
@@ -248,12 +250,10 @@ fn resume_rows_skipping(db: &mut Client, skipped: &str) -> Vec<KeyColumn> {
 fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
     let mut cluster = cluster_with_rows(5, 100);
     let mut db = cluster.client();
-    db.batch_execute(
-        "CREATE ROLE owner1 LOGIN;
-         CREATE ROLE visitor LOGIN;
-         CREATE DATABASE mdb OWNER owner1;",
-    )
-    .unwrap();
+    db.batch_execute("CREATE ROLE owner1 LOGIN; CREATE ROLE visitor LOGIN;")
+        .unwrap();
+    db.batch_execute("CREATE DATABASE mdb OWNER owner1")
+        .unwrap();
     let mut owner = cluster.client_as("owner1", "mdb");
     owner
         .batch_execute(
@@ -280,11 +280,6 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
             .unwrap()
             .get(0)
     });
-    // A session of any login role holds a temp table copied from t, snowid default and all.
-    let mut visitor = cluster.client_as("visitor", "mdb");
-    visitor
-        .batch_execute("CREATE TEMP TABLE stage (LIKE t INCLUDING ALL)")
-        .unwrap();
     owner
         .batch_execute(
             "ALTER DATABASE mdb SET default_transaction_read_only = on;
@@ -318,6 +313,21 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
     drop(mdb);
     drop(db);
     lose_state(&mut cluster);
+    // A session of any login role holds a temp table copied from t, snowid default and all, while
+    // the resume runs (its own settings override the database's, as a client's do).
+    let mut visitor = snowid_integration::postgres::Config::new()
+        .host("127.0.0.1")
+        .port(cluster.port)
+        .user("visitor")
+        .dbname("mdb")
+        .options(
+            "-c statement_timeout=0 -c default_transaction_read_only=off -c search_path=public",
+        )
+        .connect(snowid_integration::postgres::NoTls)
+        .unwrap();
+    visitor
+        .batch_execute("CREATE TEMP TABLE stage (LIKE t INCLUDING ALL)")
+        .unwrap();
     let rows = resume_rows(&mut cluster.client());
     assert!(
         !rows
@@ -347,7 +357,7 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
 /// Guards against a key a database owner stored ahead of the clock moving every shard's time
 /// base (0.6.0: a key 50 minutes ahead did it with only a NOTICE, and resumes in a row, each
 /// measured from the time base the one before had raised, could ratchet it further). The resume
-/// refuses past `snowid.max_lead` and a second ahead of the wall clock, naming the key; accepted,
+/// refuses past `snowid.max_lead` and a minute ahead of the wall clock, naming the key; accepted,
 /// it rises above it; a second key 50 minutes beyond that one is 100 minutes ahead of the wall
 /// clock, and the same acceptance refuses it.
 #[test]
@@ -355,11 +365,9 @@ fn a_key_stored_ahead_moves_the_time_base_no_further_than_the_superuser_accepts(
     let mut cluster = cluster_with_rows(5, 100);
     let mut db = cluster.client();
     let old_max = max_id(&mut db);
-    db.batch_execute(
-        "CREATE ROLE owner1 LOGIN;
-         CREATE DATABASE mdb OWNER owner1;",
-    )
-    .unwrap();
+    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
+    db.batch_execute("CREATE DATABASE mdb OWNER owner1")
+        .unwrap();
     let mut owner = cluster.client_as("owner1", "mdb");
     owner
         .batch_execute(

@@ -29,8 +29,9 @@ fn standbys_answer(cluster: &mut Cluster) {
 /// The standby named is forgotten by a reload, with no restart: whatever the cancelled change
 /// left in shared memory is what the next statement meets.
 fn standbys_answer_without_a_restart(db: &mut Client) {
-    db.batch_execute("ALTER SYSTEM SET synchronous_standby_names = ''; SELECT pg_reload_conf();")
+    db.batch_execute("ALTER SYSTEM SET synchronous_standby_names = ''")
         .unwrap();
+    db.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_until("the reload", std::time::Duration::from_secs(10), || {
         db.query_one("SHOW synchronous_standby_names", &[])
             .unwrap()
@@ -454,8 +455,9 @@ fn a_backend_that_has_not_seen_the_reload_waits_for_the_standbys() {
 fn a_cancelled_fence_lift_says_the_fence_is_lifted_and_it_is() {
     let mut cluster = cluster_with_rows(8, 100);
     let old_max = max_id(&mut cluster.client());
-    cluster.set("synchronous_standby_names", "'nobody'");
     lose_the_state(&mut cluster, 8, old_max);
+    cluster.set("synchronous_standby_names", "'nobody'");
+    restart(&mut cluster, "fast");
     let mut db = cluster.client();
     let err = cancelled(
         &mut db,

@@ -24,12 +24,13 @@ fn old_and_new() -> (Cluster, Cluster) {
     (old, new)
 }
 
-/// Upgrades `old` (stopped here) into `new`, starts it, and runs the hint's resume there.
-fn upgrade_and_resume(mut old: Cluster, new: &mut Cluster) {
+/// Upgrades `old` (stopped here) into `new`, starts it, and runs the hint's resume there, in
+/// `database`.
+fn upgrade_and_resume(mut old: Cluster, new: &mut Cluster, database: &str) {
     old.stop("fast");
     new.pg_upgrade_from(&old, false);
     start(new);
-    resume_rows(&mut new.client_of("postgres"));
+    resume_rows(&mut new.client_of(database));
 }
 
 /// Row 4. Guards against a release made in the same transaction as `CREATE EXTENSION`, which
@@ -59,7 +60,7 @@ fn a_release_in_the_transaction_that_installs_is_recorded() {
         .get(0);
     assert_eq!(recorded, vec![7], "recorded at commit");
     drop(db);
-    upgrade_and_resume(old, &mut new);
+    upgrade_and_resume(old, &mut new, "postgres");
     assert_released(&mut new.client(), 7, "after pg_upgrade");
     restart(&mut new, "fast");
     assert_released(&mut new.client(), 7, "after pg_upgrade and a restart");
@@ -70,8 +71,8 @@ fn a_release_in_the_transaction_that_installs_is_recorded() {
 /// 7, then committed; its record, filled before the release, said nothing of it, and once the
 /// extension was dropped from `postgres` and the cluster upgraded, shard 7 generated again; with
 /// a take-back instead, a stale record kept the taken-back shard released). The install's record
-/// is written at its commit, after the change: shard 7 stays released after the release, and
-/// issues again after the take-back.
+/// is written at its commit, after the change: shard 7 stays released after the release, and is
+/// not released after the take-back.
 #[test]
 fn an_install_that_commits_while_a_release_or_a_take_back_runs_records_its_outcome() {
     if !has_pg_upgrade(
@@ -86,10 +87,11 @@ fn an_install_that_commits_while_a_release_or_a_take_back_runs_records_its_outco
             "CREATE EXTENSION snowid;
              CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(8));
              INSERT INTO t SELECT FROM generate_series(1, 100);
-             CREATE ROLE owner1 LOGIN;
-             CREATE DATABASE odb OWNER owner1;",
+             CREATE ROLE owner1 LOGIN;",
         )
         .unwrap();
+        db.batch_execute("CREATE DATABASE odb OWNER owner1")
+            .unwrap();
         if take_back {
             db.batch_execute("SELECT snowid_release(7)").unwrap();
         }
@@ -102,7 +104,7 @@ fn an_install_that_commits_while_a_release_or_a_take_back_runs_records_its_outco
                  INSERT INTO u SELECT FROM generate_series(1, 100);",
             )
             .unwrap();
-        let theirs = if take_back {
+        if take_back {
             let theirs: i64 = db
                 .query_one(
                     "SELECT snowid_from_timestamp(clock_timestamp() + interval '1 second', 7)",
@@ -112,21 +114,22 @@ fn an_install_that_commits_while_a_release_or_a_take_back_runs_records_its_outco
                 .get(0);
             db.query_one("SELECT snowid_take_back(7, $1)", &[&theirs])
                 .unwrap_or_else(|e| panic!("take back: {}", describe(&e)));
-            theirs
         } else {
             db.query_one("SELECT snowid_release(7)", &[])
                 .unwrap_or_else(|e| panic!("release: {}", describe(&e)));
-            0
-        };
+        }
         owner.batch_execute("COMMIT").unwrap();
         db.batch_execute("DROP EXTENSION snowid CASCADE").unwrap();
         drop((db, owner));
-        upgrade_and_resume(old, &mut new);
-        let mut db = new.client();
+        upgrade_and_resume(old, &mut new, "odb");
+        let mut db = new.client_of("odb");
         match take_back {
             false => assert_released(&mut db, 7, "released while odb installed"),
+            // Not kept released by a stale record. (The ID it was taken back above is no key any
+            // database holds, so the resume rises above the keys: docs/operations.md says to
+            // resume above such an ID by number.)
             true => {
-                assert_generates_above(&mut db, 7, theirs, "taken back while odb installed");
+                next_ids(&mut db, 7, 10);
             }
         }
     }
@@ -215,11 +218,16 @@ fn a_record_held_by_an_open_drop() -> (Cluster, Client, i64) {
     let old_max = max_id(&mut cluster.client());
     cluster
         .client()
-        .batch_execute("CREATE ROLE owner1 LOGIN; CREATE DATABASE zdb OWNER owner1;")
+        .batch_execute("CREATE ROLE owner1 LOGIN")
+        .unwrap();
+    cluster
+        .client()
+        .batch_execute("CREATE DATABASE zdb OWNER owner1")
         .unwrap();
     let mut owner = cluster.client_as("owner1", "zdb");
+    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
     owner
-        .batch_execute("CREATE EXTENSION snowid; BEGIN; DROP EXTENSION snowid;")
+        .batch_execute("BEGIN; DROP EXTENSION snowid;")
         .unwrap();
     (cluster, owner, old_max)
 }
@@ -300,19 +308,18 @@ fn a_release_cancelled_or_failing_before_it_is_durable_is_not_made_and_says_so()
 fn a_database_dropped_while_a_release_runs_is_passed_over() {
     let cluster = cluster_with_rows(8, 100);
     let mut db = cluster.client();
-    db.batch_execute(
-        "CREATE ROLE owner1 LOGIN;
-         CREATE DATABASE adb OWNER owner1;
-         CREATE DATABASE zdb;",
-    )
-    .unwrap();
+    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
+    db.batch_execute("CREATE DATABASE adb OWNER owner1")
+        .unwrap();
+    db.batch_execute("CREATE DATABASE zdb").unwrap();
     cluster
         .client_of("zdb")
         .batch_execute("CREATE EXTENSION snowid")
         .unwrap();
     let mut owner = cluster.client_as("owner1", "adb");
+    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
     owner
-        .batch_execute("CREATE EXTENSION snowid; BEGIN; DROP EXTENSION snowid;")
+        .batch_execute("BEGIN; DROP EXTENSION snowid;")
         .unwrap();
     // The release waits on adb's record (the first by name); zdb is dropped meanwhile.
     let port = cluster.port;

@@ -233,3 +233,49 @@ fn a_key_dated_far_ahead_is_named_and_needs_a_superuser_to_decide() {
         .unwrap_or_else(|e| panic!("by number: {}", describe(&e)));
     assert_generates_above(&mut db, 5, planted, "the superuser decided");
 }
+
+/// Guards against a cap on what one database can answer (0.6.0: a worker's report was capped at
+/// 256 KiB, so a database with many key columns made every resume from another database refuse).
+/// A database with 2,000 key tables under long names, more than 300 KiB of answer, is read whole:
+/// every table is listed, at its highest key.
+#[test]
+fn a_database_with_thousands_of_key_columns_is_read_whole() {
+    let mut cluster = cluster_with_rows(5, 10);
+    let old_max = max_id(&mut cluster.client());
+    let mut many = new_database_with_snowid(
+        &cluster,
+        "many",
+        "DO $$
+         BEGIN
+             FOR i IN 1..2000 LOOP
+                 EXECUTE pg_catalog.format(
+                     'CREATE TABLE %I (id bigint PRIMARY KEY DEFAULT snowid_next(6));
+                      INSERT INTO %I DEFAULT VALUES',
+                     'a_table_with_a_name_long_enough_to_fill_the_answer_' || i,
+                     'a_table_with_a_name_long_enough_to_fill_the_answer_' || i);
+             END LOOP;
+         END $$;",
+    );
+    let highest: i64 = many
+        .query_one(
+            "SELECT max(id) FROM a_table_with_a_name_long_enough_to_fill_the_answer_2000",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    drop(many);
+    lose_the_state(&mut cluster, 5, old_max);
+    let rows = resume_rows(&mut cluster.client());
+    let listed = rows.iter().filter(|r| r.0 == "many").count();
+    assert_eq!(listed, 2000, "every key table of database many is listed");
+    assert!(
+        rows.contains(&(
+            "many".into(),
+            Some("public.a_table_with_a_name_long_enough_to_fill_the_answer_2000".into()),
+            Some("id".into()),
+            Some(highest)
+        )),
+        "at its highest key"
+    );
+    assert_generates_above(&mut cluster.client(), 6, highest, "after the resume");
+}
