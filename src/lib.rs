@@ -2,11 +2,13 @@
 //!
 //! Everything about issuing IDs that does not need PostgreSQL lives in the `snowid-core` crate
 //! (`core/`). This crate is the glue, in layers whose imports only point down:
-//! - [`sql`]: every function SQL users call;
+//! - [`sql`]: every function SQL users call, one module per family (its module lists them);
 //! - [`server`]: what runs inside the server: the settings, the shared-memory segment, the
-//!   per-process counts, and the protocol's host;
-//! - [`server::state`]: the durable state: its pages, its WAL records, and start-up carried out
-//!   as the core plans it ([`server::state::startup`]);
+//!   per-process counts, the protocol's host, the cluster's databases as the resumes and the
+//!   records of releases need them, the releases and resumes themselves, the hooks (utility,
+//!   `pg_upgrade`, the mask key's log line) (its module lists them);
+//! - [`server::state`]: the durable state: its pages, its WAL records, the witnesses, and
+//!   start-up carried out as the core plans it ([`server::state::startup`]);
 //! - [`errors`]: every error a user can meet, at the bottom: it imports nothing of the above.
 
 use pgrx::prelude::*;

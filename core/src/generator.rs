@@ -505,6 +505,13 @@ impl Shared {
     }
 }
 
+/// The time field of the time base under an epoch, or, for a time base before the epoch, the
+/// refusal: what the slow path, and `snowid_info()`'s outlook, decide issuing by.
+pub fn time_field<E>(base_unix_ms: i64, epoch_unix_ms: i64) -> Result<u64, Refused<E>> {
+    u64::try_from(base_unix_ms.saturating_sub(epoch_unix_ms))
+        .map_err(|_| Refused::ClockBeforeEpoch { base_unix_ms })
+}
+
 /// A shard that no caller here issues any more, whose release is not yet durable (see
 /// [`Generator::stop_issuing`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -585,9 +592,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
             return Err(refused);
         }
         let (base_unix_ms, _) = self.shared.time_base.read(mono_ms);
-        let Ok(now_ms) = u64::try_from(base_unix_ms - self.epoch_unix_ms) else {
-            return Err(Refused::ClockBeforeEpoch { base_unix_ms });
-        };
+        let now_ms = time_field(base_unix_ms, self.epoch_unix_ms)?;
         let cell = self.shared.shard(shard);
         match issue(
             &cell.stamp,

@@ -31,10 +31,12 @@ fn binary_upgrade() -> bool {
     unsafe { pg_sys::IsBinaryUpgrade }
 }
 
-/// Fences the state for `pg_upgrade`, once per process (see `snowid_core::startup`, occasion
-/// `PgUpgrade`). The databases coming in bring their records of the releases; what this
-/// cluster's witness listed (after a trial of the new cluster, say) is not theirs, and is
-/// forgotten first: a crash before the fence leaves nothing listed.
+/// Fences the state for `pg_upgrade`, once per process: the state is created again, fenced,
+/// keeping nothing of what the cluster held (see `snowid_core::startup`, occasion `PgUpgrade`),
+/// and the cluster's witness forgets its releases with it. The databases coming in bring their
+/// records of the releases that are theirs; whatever this cluster held (after a trial of the new
+/// cluster, say) is not theirs. The witness goes first: a crash before the fence leaves nothing
+/// listed and the state as it was, which the next try fences.
 fn fence_for_pg_upgrade() {
     if !FENCED.swap(true, Relaxed) {
         witness::forget_released();

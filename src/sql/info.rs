@@ -8,7 +8,7 @@ use crate::server::state::{pages, startup};
 use crate::server::{counters, settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
-use snowid_core::generator::Status;
+use snowid_core::generator::{time_field, Status};
 use snowid_core::host::Clock;
 use snowid_core::layout::{
     self, id_from_stamp, stamp_ms, Shard, IDS_PER_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS,
@@ -83,7 +83,8 @@ pub(crate) fn generating() -> String {
         }
         Status::NotLoaded | Status::Generating => {
             let mono_ms = snowid_core::clock::SystemClock.monotonic_ms();
-            if state.time_base.read(mono_ms).0 < settings::epoch_unix_ms() {
+            let base_unix_ms = state.time_base.read(mono_ms).0;
+            if time_field::<()>(base_unix_ms, settings::epoch_unix_ms()).is_err() {
                 "no: the system clock is before snowid.epoch".to_string()
             } else {
                 "yes".to_string()

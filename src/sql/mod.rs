@@ -12,8 +12,10 @@
 //!   for superusers;
 //! - [`info`]: `snowid_info()` and `snowid_stats()`;
 //! - [`install`]: what `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE` do beyond creating
-//!   functions: create the durable state;
-//! - [`old_shapes`]: 0.1.0's shapes of `snowid_info()` and `snowid_stats()`.
+//!   functions: create the durable state, and have the database's record of the released shards
+//!   written at commit;
+//! - [`old_shapes`]: earlier versions' shapes of functions whose shape changed (`snowid_info()`,
+//!   `snowid_stats()`, `snowid_next(int)`'s old symbol, the resumes), for their scripts.
 
 pub mod convert;
 pub mod decode;

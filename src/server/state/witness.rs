@@ -14,9 +14,10 @@
 //!
 //! The cluster's witness also lists the shards the cluster released, once written with them (see
 //! `snowid_core::durable::witness_to_bytes`): it outlives a lost or damaged state, `DROP
-//! EXTENSION` and every database, so a fence lifts with the releases it lists. A release writes
-//! it before its own record (a crash between them leaves the shard listed, never missing);
-//! take-backs and resumes write it after theirs.
+//! EXTENSION` and every database, so a fence lifts with the releases it lists. It is written
+//! with every database's record, in the order `snowid_core::release_records` gives (a release
+//! before it is made durable, a take-back and a fence lift after), so that it never lists less
+//! than the state, whichever step a crash comes after (see `crate::server::releases`).
 //!
 //! Their pages go through the buffer manager with a WAL record of their image, like the
 //! state's, so standbys, restores and base backups have them, and a checkpoint cannot fall
