@@ -5,7 +5,7 @@
 //! | SQLSTATE | when |
 //! |---|---|
 //! | 22003 | a shard or sequence number outside its field, or a negative ID (or masked ID) |
-//! | 22004 | `snowid_fill_id` found no key to derive a shard from |
+//! | 22004 | `snowid_fill_id` found no key to derive a shard from; a null in an operator function's array argument |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
 //! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
 //! | 22P02 | a text that is not a masked ID's text form |
@@ -16,8 +16,10 @@
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated more than an hour ahead, or that cannot tell which shards were released |
-//! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server |
+//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 0A000 | preparing a transaction that installed or updated snowid |
+//! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
+//! | (the cause's) | a database a resume reads, or a change records in, failed: its own SQLSTATE (a missing file, a lock held too long, ...), with the database named |
 //! | XX001 | the durable state's pages are damaged |
 
 use pgrx::pg_sys::panic::ErrorReport;
