@@ -7,6 +7,8 @@
 //! - [`shard_state`]: one shard's 64-bit stamp, advanced lock-free.
 //! - [`shard_set`]: the shards a server owns.
 //! - [`shard_hash`]: the stable hash from a key to a shard.
+//! - [`citus`]: the shards of each Citus group, and a node's check of its shards against the
+//!   other nodes'.
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
 //! - [`startup`]: start-up as one plan: what the durable state is when a server first needs it,
@@ -22,6 +24,7 @@
 //! The extension crate places [`generator::Shared`] in PostgreSQL's shared memory and supplies
 //! the traits; everything here is tested without a server.
 
+pub mod citus;
 pub mod clock;
 pub mod durable;
 pub mod epoch;
