@@ -29,7 +29,7 @@ pub mod server;
 pub mod sql;
 
 use server::state::wal_records;
-use server::{counters, pg_upgrade, settings, shared_memory};
+use server::{citus, counters, pg_upgrade, settings, shared_memory};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -47,6 +47,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         settings::init();
         shared_memory::init();
+        citus::init();
         wal_records::register();
         counters::register();
         pg_upgrade::install_hook();

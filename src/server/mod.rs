@@ -2,6 +2,8 @@
 //! segment, the per-process counts, the protocol's host, and the durable state.
 //!
 //! - [`settings`]: the `snowid.*` settings;
+//! - [`citus`]: on Citus, the shards this node may generate for, checked against the other
+//!   nodes' off the hot path;
 //! - [`shared_memory`]: the segment, with its concurrency rules, and how it starts;
 //! - [`counters`]: IDs issued per shard, counted per process off the hot path;
 //! - [`pg_host`]: the issuing protocol's host (clocks, durable state, waits, log);
@@ -11,6 +13,7 @@
 //!   released shards), read or written by a background worker in each;
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
+pub mod citus;
 pub mod counters;
 pub mod databases;
 pub mod issuing;

@@ -10,10 +10,13 @@
 //! - [`resume`]: `snowid_resume_above` and the cluster-wide resume, `snowid_resume_above_columns`,
 //!   for superusers;
 //! - [`info`]: `snowid_info()` and `snowid_stats()`;
+//! - [`citus`]: `snowid_citus_nodes()`, and `snowid_citus_claim`, which one Citus node asks
+//!   another;
 //! - [`install`]: what `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE` do beyond creating
 //!   functions: create the durable state;
 //! - [`old_shapes`]: 0.1.0's shapes of `snowid_info()` and `snowid_stats()`.
 
+pub mod citus;
 pub mod convert;
 pub mod decode;
 pub mod generate;
