@@ -24,7 +24,7 @@ CREATE FUNCTION snowid_citus_nodes() RETURNS TABLE (
 	shared text,
 	unanswered text
 )
-VOLATILE PARALLEL UNSAFE
+STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_citus_nodes_wrapper';
 COMMENT ON FUNCTION snowid_citus_nodes() IS
     'On Citus: every node of the cluster as this node''s last check of its shards found it (checking first if one is due): the shards each claims, the shards this node generates for, and those of its claim another node claims too, which neither generates for.';
