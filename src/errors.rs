@@ -7,7 +7,7 @@
 //! | 22003 | a shard or sequence number outside its field, or a negative ID |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
-//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
+//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID, another Citus node's claim) |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
 //! | 42501, 42P01 | `snowid_partition_ddl` on a table the caller has no privilege on, or that does not exist |
