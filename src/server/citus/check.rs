@@ -279,7 +279,9 @@ pub fn answer(
         .unwrap_or_else(ShardSet::empty);
     if let Some(segment) = segment {
         let last = segment.report().as_deref().and_then(Report::decode);
-        if let Some(last) = last.filter(|_| asker_group != group && !segment.check_due()) {
+        // Only the node whose claim changed makes others check again: their asks carry claims
+        // its last check already saw, so they make no node check again in turn.
+        if let Some(last) = last.filter(|_| asker_group != group) {
             if citus::out_of_date(
                 &last.claim(),
                 &last.refused(),

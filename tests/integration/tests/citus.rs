@@ -801,7 +801,8 @@ const ROWS_PER_NODE: usize = 100_000;
 
 /// Guards against duplicate keys on a Citus cluster with no snowid configuration as it changes
 /// under load: a node added while every node inserts (it takes the next group's shards, not the
-/// coordinator's, which a fresh node believes it has until Citus gives it its group); a shard
+/// coordinator's, which a fresh node believes it has until Citus gives it its group, even in a
+/// session that generated before it joined); a shard
 /// rebalance onto it; a node drained and removed, and another added after it (group 4: Citus never
 /// gives a group twice, so the new node never takes the removed one's shards); every node
 /// restarted (the same shards after as before); a worker failed over to its streaming standby,
@@ -837,8 +838,17 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
     };
     let mut since = Instant::now();
 
-    // A node added while every node inserts, then a rebalance onto it while it inserts too.
+    // A node added while every node inserts, then a rebalance onto it while it inserts too. Before
+    // it joins, it believes it is in group 0, as Citus does, and a session of it generates for
+    // the coordinator's shards; the same session takes its group's once it has joined.
     let w3 = CitusCluster::new_node(None);
+    let mut early = w3.client();
+    let shard_of_next = |db: &mut Client| -> i32 {
+        db.query_one("SELECT snowid_shard(snowid_next())", &[])
+            .unwrap_or_else(|e| panic!("snowid_next() on the new worker: {}", describe(&e)))
+            .get(0)
+    };
+    assert!(group_shards(0).contains(&shard_of_next(&mut early)));
     let g3 = while_inserting(
         &[through(c, 0, tc), through(w1, 1, tw1), through(w2, 2, tw2)],
         &tally,
@@ -848,6 +858,10 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
         },
     );
     assert_eq!(g3, 3, "the third worker's group");
+    assert!(
+        group_shards(3).contains(&shard_of_next(&mut early)),
+        "a session of a node that joined keeps the shards it had before"
+    );
     assert_eq!(generates(w3.port), block_text(3));
     phase("add", &mut since);
     while_inserting(
