@@ -119,6 +119,30 @@ fn metadata_fingerprint(metadata: &Metadata) -> u64 {
     hasher.finish()
 }
 
+/// Another node as a check found it: its name, its group and answer as [`citus::check`] takes
+/// them, its answer as text or why there is none, and whether it was asked.
+struct Finding {
+    name: String,
+    peer: Peer,
+    answer: Result<String, String>,
+    asked: bool,
+}
+
+impl Finding {
+    fn of(name: String, group: i32, answer: Result<String, String>, asked: bool) -> Finding {
+        let parsed = answer.as_ref().ok().and_then(|a| Answer::parse(a).ok());
+        Finding {
+            name,
+            peer: Peer {
+                group,
+                answer: parsed,
+            },
+            answer,
+            asked,
+        }
+    }
+}
+
 /// Runs a check and publishes it. Call only as the checker (see [`Segment::become_checker`]).
 /// Unless `may_ask`, it refuses when it would have to ask the other nodes (in a parallel worker,
 /// which cannot), and publishes only where their last answers still stand.
@@ -129,24 +153,6 @@ pub fn run(segment: &Segment, configured: &ShardSet, may_ask: bool) {
     };
     segment.watch(&metadata.watched, fingerprint_of(configured));
     let claim = citus::claim(configured, metadata.group);
-    let this_node = metadata
-        .nodes
-        .iter()
-        .find(|n| n.group == metadata.group)
-        .map(Node::name)
-        .unwrap_or_else(|| match metadata.group {
-            0 => "the coordinator".into(),
-            _ => "this node".into(),
-        });
-    // Each other node: its name, its claim, its answer (or why there is none), and whether it
-    // was asked.
-    let mut peers: Vec<(String, Peer, Result<String, String>, bool)> = Vec::new();
-    let others: Vec<Node> = metadata
-        .nodes
-        .iter()
-        .filter(|n| n.group != metadata.group)
-        .cloned()
-        .collect();
     let fingerprint = metadata_fingerprint(&metadata);
     let last = segment.report().as_deref().and_then(Report::decode);
     let reusable = last.filter(|last| {
@@ -156,71 +162,21 @@ pub fn run(segment: &Segment, configured: &ShardSet, may_ask: bool) {
             && last.peers.iter().all(|p| p.answer.is_ok() || !p.asked)
     });
     let asked = reusable.is_none();
-    match reusable {
-        Some(last) => {
-            for peer in last.peers {
-                let answer = peer
-                    .answer
-                    .as_ref()
-                    .ok()
-                    .and_then(|a| Answer::parse(a).ok());
-                peers.push((
-                    peer.name,
-                    Peer {
-                        group: peer.group,
-                        answer,
-                    },
-                    peer.answer,
-                    peer.asked,
-                ));
-            }
-        }
+    let findings = match reusable {
+        Some(last) => last
+            .peers
+            .into_iter()
+            .map(|p| Finding::of(p.name, p.group, p.answer, p.asked))
+            .collect(),
         None if !may_ask => errors::citus_check_in_parallel(),
-        None => {
-            let commands: Vec<String> = others
-                .iter()
-                .map(|_| {
-                    format!(
-                        "SELECT {}.snowid_citus_claim({}, '{}')",
-                        metadata.snowid_schema, metadata.group, claim
-                    )
-                })
-                .collect();
-            for (node, answer) in others.iter().zip(metadata::ask(&others, &commands)) {
-                let answer = answer.and_then(|text| {
-                    Answer::parse(&text)
-                        .map(|_| text.clone())
-                        .map_err(|_| format!("answered \"{text}\", not a claim"))
-                });
-                peers.push((
-                    node.name(),
-                    Peer {
-                        group: node.group,
-                        answer: answer.as_ref().ok().and_then(|a| Answer::parse(a).ok()),
-                    },
-                    answer,
-                    true,
-                ));
-            }
-            if metadata.group != 0 && !metadata.nodes.iter().any(|n| n.group == 0) {
-                peers.push((
-                    "the coordinator".into(),
-                    Peer {
-                        group: 0,
-                        answer: None,
-                    },
-                    Err("Citus does not record the coordinator here, so it is not asked".into()),
-                    false,
-                ));
-            }
-        }
-    }
-    let only_peers: Vec<Peer> = peers.iter().map(|(_, p, _, _)| p.clone()).collect();
-    let verdict = citus::check(metadata.group, &claim, &only_peers);
+        None => ask_the_others(&metadata, &claim),
+    };
+    let peers: Vec<Peer> = findings.iter().map(|f| f.peer.clone()).collect();
+    let verdict = citus::check(metadata.group, &claim, &peers);
     let report = Report {
         database: database_name(),
         node: NodeReport {
-            name: this_node,
+            name: this_node_name(&metadata),
             group: metadata.group,
             by_hand: Some(citus::by_hand(configured)),
             claim: claim.to_string(),
@@ -229,16 +185,16 @@ pub fn run(segment: &Segment, configured: &ShardSet, may_ask: bool) {
             shared: verdict.refused().to_string(),
         },
         generating: verdict.generating.to_string(),
-        peers: peers
+        peers: findings
             .into_iter()
             .zip(&verdict.shared)
-            .map(|((name, peer, answer, asked), shared)| NodeReport {
-                name,
-                group: peer.group,
-                by_hand: peer.answer.as_ref().map(|a| a.by_hand),
-                claim: peer.claim().to_string(),
-                answer,
-                asked,
+            .map(|(f, shared)| NodeReport {
+                by_hand: f.peer.answer.as_ref().map(|a| a.by_hand),
+                claim: f.peer.claim().to_string(),
+                name: f.name,
+                group: f.peer.group,
+                answer: f.answer,
+                asked: f.asked,
                 shared: shared.to_string(),
             })
             .collect(),
@@ -259,6 +215,55 @@ pub fn run(segment: &Segment, configured: &ShardSet, may_ask: bool) {
     );
     let bytes = serde_json::to_vec(&report).unwrap_or_default();
     segment.publish(wanted, &verdict.generating, &bytes);
+}
+
+/// This node's name: `host:port` where Citus records it.
+fn this_node_name(metadata: &Metadata) -> String {
+    metadata
+        .nodes
+        .iter()
+        .find(|n| n.group == metadata.group)
+        .map(Node::name)
+        .unwrap_or_else(|| match metadata.group {
+            0 => "the coordinator".into(),
+            _ => "this node".into(),
+        })
+}
+
+/// Asks every primary node of another group for its claim, telling it this node's; and the
+/// coordinator, where Citus does not record it, taken at group 0's shards without asking.
+fn ask_the_others(metadata: &Metadata, claim: &ShardSet) -> Vec<Finding> {
+    let others: Vec<Node> = metadata
+        .nodes
+        .iter()
+        .filter(|n| n.group != metadata.group)
+        .cloned()
+        .collect();
+    let command = format!(
+        "SELECT {}.snowid_citus_claim({}, '{}')",
+        metadata.snowid_schema, metadata.group, claim
+    );
+    let commands = vec![command; others.len()];
+    let mut findings: Vec<Finding> = others
+        .iter()
+        .zip(metadata::ask(&others, &commands))
+        .map(|(node, answer)| {
+            let answer = answer.and_then(|text| match Answer::parse(&text) {
+                Ok(_) => Ok(text),
+                Err(_) => Err(format!("answered \"{text}\", not a claim")),
+            });
+            Finding::of(node.name(), node.group, answer, true)
+        })
+        .collect();
+    if metadata.group != 0 && !metadata.nodes.iter().any(|n| n.group == 0) {
+        findings.push(Finding::of(
+            "the coordinator".into(),
+            0,
+            Err("Citus does not record the coordinator here, so it is not asked".into()),
+            false,
+        ));
+    }
+    findings
 }
 
 /// This node's answer to another node's check: what it claims, computed afresh (the asking
