@@ -7,7 +7,7 @@
 //! | 22003 | a shard or sequence number outside its field, or a negative ID (or masked ID) |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from; a null in an operator function's array argument |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
-//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
+//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID, another Citus node's claim) |
 //! | 22P02 | a text that is not a masked ID's text form |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
@@ -16,7 +16,7 @@
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or with no shards (or before its shards are learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
 //! | 0A000 | preparing a transaction that installed or updated snowid |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
 //! | (the cause's) | a database a resume reads, or a change records in, failed: its own SQLSTATE (a missing file, a lock held too long, ...), with the database named |
@@ -118,6 +118,209 @@ pub fn no_shard_owned(shards_text: &str) -> ! {
              and any shard released with snowid_release() is excluded."
         )),
         Some("Give the server shards of its own in snowid.shards (such as '0-99') and reload.".into()),
+    )
+}
+
+/// A Citus node, as the errors of the check on Citus name it (see `crate::server::citus`).
+pub struct CitusNode {
+    /// `host:port`, or a description where Citus does not record it.
+    pub name: String,
+    pub group: i32,
+    /// Whether `snowid.shards` sets its shards; `None` where it did not answer.
+    pub by_hand: Option<bool>,
+    /// The shards it claims.
+    pub claim: String,
+}
+
+impl CitusNode {
+    /// Such as `127.0.0.1:9701 (Citus group 1)`.
+    fn named(&self) -> String {
+        format!("{} (Citus group {})", self.name, self.group)
+    }
+
+    /// What it claims, and why.
+    fn claims(&self) -> String {
+        let shards = match self.claim.as_str() {
+            "" => "no shards".to_string(),
+            claim => format!("shards {claim}"),
+        };
+        match self.by_hand {
+            Some(true) => format!("{shards}, set by snowid.shards"),
+            Some(false) => format!("{shards}, its group's own"),
+            None => format!(
+                "{shards}, its group's own (it did not answer, so it is taken to claim them)"
+            ),
+        }
+    }
+}
+
+/// The hint of every refusal for shards another node claims too.
+fn citus_overlap_hint(free: &str) -> String {
+    let free = match free {
+        "" => String::new(),
+        free => format!(" (no node claims {free} now)"),
+    };
+    format!(
+        "Give each node shards no other node claims: on the node whose snowid.shards is set, \
+         reset it to take its group's own shards, or set shards no other node claims{free}, and \
+         reload."
+    )
+}
+
+#[track_caller]
+pub fn citus_shard_shared(
+    shard: i32,
+    this: &CitusNode,
+    other: &CitusNode,
+    shared: &str,
+    free: &str,
+) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid shard {shard} is claimed by two Citus nodes, this one ({}) and {}",
+            this.name, other.name
+        ),
+        Some(format!(
+            "This node, {}, claims {}; {} claims {}. Neither generates for the shards both \
+             claim, {shared}, so that no ID is issued twice.",
+            this.named(),
+            this.claims(),
+            other.named(),
+            other.claims()
+        )),
+        Some(citus_overlap_hint(free)),
+    )
+}
+
+#[track_caller]
+pub fn citus_shard_not_this_nodes(shard: i32, this: &CitusNode) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowid shard {shard} is not owned by this server"),
+        Some(format!(
+            "On Citus, this node, {}, claims {}.",
+            this.named(),
+            this.claims()
+        )),
+        Some(
+            "Call snowid_next() without a shard for one of this node's own, or insert through \
+             the node whose shard it is."
+                .into(),
+        ),
+    )
+}
+
+/// `snowid_next()` on a Citus node left with no shard: every shard it claims is claimed by
+/// another node too (`sharers`, each with the shards it shares), or it claims none (its group
+/// is past the capacity).
+#[track_caller]
+pub fn citus_no_shard(
+    this: &CitusNode,
+    sharers: &[(CitusNode, String)],
+    capacity: (usize, usize),
+    free: &str,
+) -> ! {
+    let (groups, per_group) = capacity;
+    if sharers.is_empty() {
+        let free = match free {
+            "" => String::new(),
+            free => format!(", such as {free} (no node claims them now)"),
+        };
+        raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "this Citus node has no snowid shards: its group, {}, is past the {groups} groups \
+                 that get shards of their own",
+                this.group
+            ),
+            Some(format!(
+                "snowid gives each Citus group {per_group} shards of its own, groups 0 to {}, and \
+                 Citus never gives a group number twice: a cluster that added and removed many \
+                 nodes can run past them. This node is {}.",
+                groups - 1,
+                this.name
+            )),
+            Some(format!(
+                "Set snowid.shards on this node to shards no other node claims{free}, and reload."
+            )),
+        )
+    }
+    let others: Vec<String> = sharers
+        .iter()
+        .map(|(node, shared)| {
+            format!(
+                "{} claims {} (shared: {shared})",
+                node.named(),
+                node.claims()
+            )
+        })
+        .collect();
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "this Citus node ({}) has no snowid shard to generate for: {} claims its shards too",
+            this.name,
+            sharers
+                .iter()
+                .map(|(node, _)| node.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+        Some(format!(
+            "This node, {}, claims {}; {}. Neither generates for the shards both claim, so that \
+             no ID is issued twice.",
+            this.named(),
+            this.claims(),
+            others.join("; ")
+        )),
+        Some(citus_overlap_hint(free)),
+    )
+}
+
+#[track_caller]
+pub fn invalid_shard_set(text: &str, reason: &str) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("\"{text}\" is not a set of snowid shards"),
+        Some(detail_line(reason)),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn citus_not_in_this_database(database: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid has not learnt this node's shards from Citus".into(),
+        Some(format!(
+            "Citus is preloaded, so snowid takes this node's shards from Citus's metadata, in the \
+             database where the citus extension is created, once after the server starts and \
+             after every change of that metadata or of snowid.shards; database \"{database}\" \
+             has no citus extension."
+        )),
+        Some(
+            "Generate first in the database where the citus extension is (the shards learnt \
+             there serve every database), or remove citus from shared_preload_libraries where \
+             Citus is not used."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn citus_check_in_parallel() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid cannot check this node's shards against the other Citus nodes in a parallel worker"
+            .into(),
+        Some(
+            "The check is due (the server started, or Citus's record of the nodes, this node's \
+             group or snowid.shards changed), and it asks the other nodes, which a parallel \
+             worker cannot."
+                .into(),
+        ),
+        Some("Call snowid_next() once outside a parallel query, then run the query again.".into()),
     )
 }
 

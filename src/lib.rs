@@ -31,7 +31,7 @@ pub mod server;
 pub mod sql;
 
 use server::state::wal_records;
-use server::{counters, mask_key, pg_upgrade, settings, shared_memory, utility_hook};
+use server::{citus, counters, mask_key, pg_upgrade, settings, shared_memory, utility_hook};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -49,6 +49,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         settings::init();
         shared_memory::init();
+        citus::init();
         wal_records::register();
         counters::register();
         utility_hook::install();

@@ -9,6 +9,8 @@
 //! - [`shard_hash`]: the stable hash from a key to a shard.
 //! - [`mask`]: public IDs: a keyed, reversible mask of the non-negative `bigint`s (FF1 of NIST
 //!   SP 800-38G) and its text form (Crockford's base32).
+//! - [`citus`]: the shards of each Citus group, and a node's check of its shards against the
+//!   other nodes'.
 //! - [`durable`]: the durable state (lease, time-base floor, earliest epoch, released shards,
 //!   fence), the changes that make it up, and their byte forms in WAL records and pages.
 //! - [`release_records`]: the records of the released shards kept beside the durable state (the
@@ -29,6 +31,7 @@
 //! The extension crate places [`generator::Shared`] in PostgreSQL's shared memory and supplies
 //! the traits; everything here is tested without a server.
 
+pub mod citus;
 pub mod clock;
 pub mod durable;
 pub mod epoch;

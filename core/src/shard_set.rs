@@ -108,7 +108,32 @@ impl ShardSet {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// The shards in either set.
+    pub fn union(&self, other: &ShardSet) -> ShardSet {
+        ShardSet(std::array::from_fn(|w| self.0[w] | other.0[w]))
+    }
+
+    /// The shards in both sets.
+    pub fn intersection(&self, other: &ShardSet) -> ShardSet {
+        ShardSet(std::array::from_fn(|w| self.0[w] & other.0[w]))
+    }
+
+    /// The shards in this set and not in `other`.
+    pub fn difference(&self, other: &ShardSet) -> ShardSet {
+        ShardSet(std::array::from_fn(|w| self.0[w] & !other.0[w]))
+    }
+
+    /// Whether every shard of this set is in `other`.
+    pub fn is_subset(&self, other: &ShardSet) -> bool {
+        self.difference(other).is_empty()
+    }
+
+    /// Whether the two sets have no shard in common.
+    pub fn is_disjoint(&self, other: &ShardSet) -> bool {
+        self.intersection(other).is_empty()
     }
 
     /// The `n`-th shard of the set in ascending order, counting from 0, wrapping around: how a
@@ -283,6 +308,18 @@ mod tests {
         assert_eq!(set.words()[127], 1 << 63);
     }
 
+    #[test]
+    fn sets_combine_as_sets_do() {
+        let a = ShardSet::parse("0-9,100").unwrap();
+        let b = ShardSet::parse("5-14,8191").unwrap();
+        assert_eq!(a.union(&b).to_string(), "0-14,100,8191");
+        assert_eq!(a.intersection(&b).to_string(), "5-9");
+        assert_eq!(a.difference(&b).to_string(), "0-4,100");
+        assert!(!a.is_disjoint(&b) && a.is_disjoint(&ShardSet::parse("10-99").unwrap()));
+        assert!(ShardSet::parse("5-9").unwrap().is_subset(&a) && !b.is_subset(&a));
+        assert!(ShardSet::empty().is_subset(&a) && ShardSet::empty().is_empty());
+    }
+
     proptest! {
         #[test]
         fn the_canonical_text_parses_back_to_the_same_set(shards in prop::collection::btree_set(0usize..SHARD_COUNT, 0..300)) {
@@ -294,6 +331,25 @@ mod tests {
             for (n, shard) in in_order.iter().enumerate() {
                 prop_assert_eq!(set.nth_wrapping(n), Some(*shard));
             }
+        }
+
+        #[test]
+        fn set_operations_agree_with_a_model(
+            a in prop::collection::btree_set(0usize..SHARD_COUNT, 0..200),
+            b in prop::collection::btree_set(0usize..SHARD_COUNT, 0..200),
+        ) {
+            let set = |s: &std::collections::BTreeSet<usize>| {
+                let mut set = ShardSet::empty();
+                s.iter().for_each(|&shard| set.insert(shard));
+                set
+            };
+            let (x, y) = (set(&a), set(&b));
+            prop_assert_eq!(x.union(&y), set(&a.union(&b).copied().collect()));
+            prop_assert_eq!(x.intersection(&y), set(&a.intersection(&b).copied().collect()));
+            prop_assert_eq!(x.difference(&y), set(&a.difference(&b).copied().collect()));
+            prop_assert_eq!(x.is_subset(&y), a.is_subset(&b));
+            prop_assert_eq!(x.is_disjoint(&y), a.is_disjoint(&b));
+            prop_assert_eq!(x.is_empty(), a.is_empty());
         }
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! - [`settings`]: the `snowid.*` settings;
 //! - [`mask_key`]: the public IDs' mask derived once per key, and the key kept out of the log;
+//! - [`citus`]: on Citus, the shards this node may generate for, checked against the other
+//!   nodes' off the hot path;
 //! - [`shared_memory`]: the segment, with its concurrency rules, and how it starts;
 //! - [`counters`]: IDs issued per shard, counted per process off the hot path;
 //! - [`pg_host`]: the issuing protocol's host (clocks, durable state, waits, log);
@@ -17,6 +19,7 @@
 //!   `CREATE DATABASE`);
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
+pub mod citus;
 pub mod counters;
 pub mod databases;
 pub mod issuing;

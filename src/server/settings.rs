@@ -365,26 +365,37 @@ pub fn own_shard_picked() -> Option<Shard> {
     Shard::new(OWN_PICK.load(Relaxed))
 }
 
-/// The shard `snowid_next()` uses in this process: the owned shard whose rank in the set is the
-/// backend's number modulo the set's size, so backends spread over the set. Cached until the set
-/// changes. `None` when the server owns no shard.
+/// The shard `snowid_next()` uses in this process: among the owned shards that are also in
+/// `within` (what the check on Citus allows; every shard elsewhere), the one whose rank is the
+/// backend's number modulo their count, so backends spread over them. Cached until the set
+/// changes or the cached shard leaves `within`. `None` when there is no such shard.
 #[inline]
-pub fn own_shard(backend_number: usize) -> Option<Shard> {
-    own_shard_picked().or_else(|| pick_own_shard(backend_number, 0))
+pub fn own_shard(backend_number: usize, within: &ShardSet) -> Option<Shard> {
+    own_shard_picked()
+        .filter(|shard| within.contains(shard.index()))
+        .or_else(|| pick_own_shard(backend_number, 0, within))
 }
 
-/// Picks the owned shard `skip` places after this backend's own (after a release), and
-/// remembers it. `None` when the server owns no shard.
+/// Picks the owned shard in `within` `skip` places after this backend's own (after a release),
+/// and remembers it. `None` when there is no such shard.
 #[cold]
-pub fn pick_own_shard(backend_number: usize, skip: usize) -> Option<Shard> {
-    let shard = OWNED.snapshot().nth_wrapping(backend_number + skip)?;
+pub fn pick_own_shard(backend_number: usize, skip: usize, within: &ShardSet) -> Option<Shard> {
+    let shard = OWNED
+        .snapshot()
+        .intersection(within)
+        .nth_wrapping(backend_number + skip)?;
     OWN_PICK.store(shard as i32, Relaxed);
     Shard::new(shard as i32)
 }
 
-/// How many shards this server owns.
-pub fn owned_count() -> usize {
-    OWNED.snapshot().len()
+/// How many shards this server owns that are in `within`.
+pub fn owned_count(within: &ShardSet) -> usize {
+    OWNED.snapshot().intersection(within).len()
+}
+
+/// `snowid.shards` as this process has it.
+pub fn configured_shards() -> ShardSet {
+    OWNED.snapshot()
 }
 
 /// `snowid.shards` in canonical form, such as `0-1023,4096`.

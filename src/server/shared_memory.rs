@@ -6,7 +6,8 @@
 //!   sees it, the writer's claim, one stamp per shard (8,192), each on its own 64-byte cache
 //!   line, so that shards never contend through false sharing and the read-mostly lines (time
 //!   base, lease) are written only by the slow path, and the shards' tallies (IDs issued, waits),
-//!   apart from the stamps. Beside it: the condition variable of the writer's claim.
+//!   apart from the stamps. Beside it: the condition variable of the writer's claim, and the
+//!   state of the check on Citus, with its own rules (see [`crate::server::citus::segment`]).
 //! - The postmaster zeroes the segment in the shared-memory startup hook, before any backend
 //!   exists, and starts the time base at the wall clock. Nothing is read from disk there. After a
 //!   backend crash the postmaster builds a fresh segment the same way.
@@ -41,6 +42,7 @@
 //!   [`crate::server::counters`]).
 //! - Every backend and parallel worker inherits the segment's address from the postmaster.
 
+use crate::server::citus::segment as citus_segment;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::{sample_patiently, SystemClock};
@@ -54,6 +56,8 @@ struct Segment {
     /// Where callers sleep while another holds the writer's claim; its holder wakes them when
     /// it gives the claim back.
     claim_given_back: pg_sys::ConditionVariable,
+    /// On Citus, the shards this node may generate for.
+    citus: citus_segment::Segment,
 }
 
 /// The segment, for every process the postmaster forks (null until the startup hook has run).
@@ -109,7 +113,9 @@ unsafe extern "C-unwind" fn start_segment() {
             std::ptr::write_bytes(segment, 0, 1);
             (*segment).shared.restart(sample_patiently(&SystemClock));
             pg_sys::ConditionVariableInit(&raw mut (*segment).claim_given_back);
+            citus_segment::start(&raw mut (*segment).citus);
         }
+        citus_segment::attach(&raw mut (*segment).citus);
         SEGMENT.store(segment, Relaxed);
     }
 }
@@ -167,8 +173,9 @@ pub fn wake_claim_waiters() {
     }
 }
 
-/// This process's number as holder of the writer's claim: its PID, registering (once) the
-/// callback that gives the claim back if the process exits without unwinding.
+/// This process's number as holder of the writer's claim (and of the checker's role on Citus): its
+/// PID, registering (once) the callback that gives them back if the process exits without
+/// unwinding.
 pub fn claimer() -> u32 {
     static REGISTERED: AtomicBool = AtomicBool::new(false);
     if !REGISTERED.swap(true, Relaxed) {
@@ -181,9 +188,13 @@ pub fn claimer() -> u32 {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn give_back_claim(_code: i32, _arg: pg_sys::Datum) {
+    // SAFETY: as in `claimer`.
+    let me = unsafe { pg_sys::MyProcPid as u32 };
     if let Some(shared) = state() {
-        // SAFETY: as in `claimer`.
-        shared.release_claim_of(unsafe { pg_sys::MyProcPid as u32 });
+        shared.release_claim_of(me);
         wake_claim_waiters();
+    }
+    if let Some(citus) = citus_segment::segment() {
+        citus.give_back_of(me);
     }
 }

@@ -13,7 +13,7 @@
 
 use crate::errors;
 use crate::server::issuing::{generating_state, generator, raise_refusal};
-use crate::server::{counters, settings, shared_memory};
+use crate::server::{citus, counters, settings, shared_memory};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
@@ -46,7 +46,7 @@ COMMENT ON FUNCTION snowid_next(bigint) IS
 COMMENT ON FUNCTION snowid_next(double precision) IS
     'snowid_next for any other numeric shard argument, including untyped parameters: it must hold a whole number from 0 to 8191.';
 COMMENT ON FUNCTION snowid_next() IS
-    'The next ID on one of this server''s own shards (snowid.shards), the same for every session of a backend: one DEFAULT for every node of a cluster.';
+    'The next ID on one of this server''s own shards (snowid.shards; on Citus, its group''s own unless snowid.shards is set, less any another node claims too), the same for every session of a backend: one DEFAULT for every node of a cluster.';
 "#,
     name = "snowid_next"
 );
@@ -150,7 +150,7 @@ fn fast_or_slow(shard: i64) -> i64 {
 #[inline(always)]
 fn fast_issue(shard: Shard) -> Option<i64> {
     // SAFETY: a plain read of a backend-local flag.
-    if unsafe { pg_sys::XactReadOnly } || !settings::owns(shard) {
+    if unsafe { pg_sys::XactReadOnly } || !settings::owns(shard) || !citus::allows(shard) {
         return None;
     }
     let state = shared_memory::state()?;
@@ -206,6 +206,10 @@ pub fn next_id(shard: i64) -> i64 {
     if !settings::owns(shard) {
         errors::shard_not_owned(shard.get(), &settings::shards_text());
     }
+    citus::ensure_checked();
+    if !citus::allows(shard) {
+        citus::refuse_shard(shard);
+    }
     match generator(state).next_id(shard) {
         Ok(id) => {
             counters::count(shard);
@@ -218,9 +222,10 @@ pub fn next_id(shard: i64) -> i64 {
 /// The next ID on this backend's own shard; if that one was released, on the next owned one.
 fn next_own_id() -> i64 {
     let state = generating_state("snowid_next()");
+    let within = citus::generating();
     let backend = settings::backend_number();
-    let Some(mut shard) = settings::own_shard(backend) else {
-        errors::no_shard_owned(&settings::shards_text())
+    let Some(mut shard) = settings::own_shard(backend, &within) else {
+        no_shard()
     };
     let mut skipped = 0;
     loop {
@@ -229,9 +234,9 @@ fn next_own_id() -> i64 {
                 counters::count(shard);
                 return id;
             }
-            Err(Refused::Released) if skipped < settings::owned_count() => {
+            Err(Refused::Released) if skipped < settings::owned_count(&within) => {
                 skipped += 1;
-                let Some(next) = settings::pick_own_shard(backend, skipped) else {
+                let Some(next) = settings::pick_own_shard(backend, skipped, &within) else {
                     break;
                 };
                 shard = next;
@@ -240,6 +245,13 @@ fn next_own_id() -> i64 {
             Err(refused) => raise_refusal(refused, shard),
         }
     }
+    no_shard()
+}
+
+/// The error for `snowid_next()` with no shard to use: on Citus, the check's reason where it has
+/// one.
+fn no_shard() -> ! {
+    citus::refuse_all();
     errors::no_shard_owned(&settings::shards_text())
 }
 

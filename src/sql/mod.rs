@@ -11,12 +11,15 @@
 //! - [`resume`]: `snowid_resume_above` and the cluster-wide resume, `snowid_resume_above_columns`,
 //!   for superusers;
 //! - [`info`]: `snowid_info()` and `snowid_stats()`;
+//! - [`citus`]: `snowid_citus_nodes()`, and `snowid_citus_claim`, which one Citus node asks
+//!   another;
 //! - [`install`]: what `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE` do beyond creating
 //!   functions: create the durable state, and have the database's record of the released shards
 //!   written at commit;
 //! - [`old_shapes`]: earlier versions' shapes of functions whose shape changed (`snowid_info()`,
 //!   `snowid_stats()`, `snowid_next(int)`'s old symbol, the resumes), for their scripts.
 
+pub mod citus;
 pub mod convert;
 pub mod decode;
 pub mod generate;

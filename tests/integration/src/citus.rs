@@ -1,13 +1,14 @@
 //! Citus clusters for snowid's integration tests: a coordinator and workers on loopback, each a
 //! [`Cluster`] of its own with snowid and Citus preloaded and its own `snowid.shards`.
 //!
-//! Citus is not part of snowid, and this project never installs or builds it: no package registry
-//! that the test machines reach has it. The tests look for an installed Citus for the major
-//! under test (`citus.control` in its `pg_config --sharedir`/extension; see
-//! [`missing_citus`]). Tests call [`skip_without_citus!`](crate::skip_without_citus) first, which
-//! returns (passing) with a plain reason, listed in the run's summary, when there is none. Where
-//! Citus is installed, they run and must pass. Tested by hand with Citus 13.2.2 on PostgreSQL 15
-//! and 16, and 14.0.1 on 18 (see docs/operations.md, "Running on Citus").
+//! Citus is not part of snowid, and no package registry that the test machines reach has it:
+//! `scripts/setup` builds it from its sources beside the project (13.2.2 for 15, 14.0.1 for 16
+//! and 18). The tests look for an installed Citus for the major under test (`citus.control` in
+//! its `pg_config --sharedir`/extension; see [`missing_citus`]). Tests call
+//! [`skip_without_citus!`](crate::skip_without_citus) first, which returns (passing) with a plain
+//! reason, listed in the run's summary, when there is none, and records that the test ran
+//! otherwise; CI accepts the reason only on the majors setup does not build Citus for (see
+//! `scripts/check-not-run`).
 //!
 //! # What a loopback Citus cluster needs
 //!
@@ -47,6 +48,12 @@
 //! that worker. An `INSERT ... SELECT` that reads from a distributed table (the `repartition`
 //! method) evaluates defaults on the workers that run the `SELECT`, for the distribution column
 //! too. A node that does not own shard `n` raises "snowid shard n is not owned by this server".
+//!
+//! # Nodes with no `snowid.shards`
+//!
+//! A node left at snowid's default takes its shards from its Citus group: 32 from `32 * group`
+//! ([`group_shards`]). [`CitusCluster::unconfigured`] starts such a cluster;
+//! [`CitusCluster::new_node`] and [`CitusCluster::add`] grow one.
 
 use crate::postgres::Client;
 use crate::Cluster;
@@ -73,9 +80,9 @@ pub fn missing_citus() -> Option<String> {
         return None;
     }
     Some(format!(
-        "Citus is not installed for PostgreSQL {} (no {}); no package registry here has it, so \
-         these tests run only where Citus was installed from Citus's own packages or by hand \
-         (see docs/operations.md, \"Running on Citus\")",
+        "Citus is not installed for PostgreSQL {} (no {}); no package registry here has it: \
+         scripts/setup builds it from the sources beside the project for the majors that run \
+         these tests (see scripts/setup, install_citus)",
         crate::major().split('.').next().unwrap_or_default(),
         control.display()
     ))
@@ -97,19 +104,29 @@ pub fn citus_version() -> Option<String> {
 
 static RUNNING_RELEASE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
-/// Reports that the calling test is skipped, and why (see [`crate::not_run`]).
-pub fn print_skip(module: &str, why: &str) {
+/// The calling test's name: its thread's, or the module's where the harness runs it on the main
+/// thread.
+fn test_name(module: &str) -> String {
     let thread = std::thread::current();
-    let test = thread
+    thread
         .name()
         .filter(|name| *name != "main")
         .unwrap_or(module)
-        .to_string();
-    crate::not_run(&test, why);
+        .to_string()
+}
+
+/// Reports that the calling test is skipped, and why (see [`crate::not_run`]).
+pub fn print_skip(module: &str, why: &str) {
+    crate::not_run(&test_name(module), why);
+}
+
+/// Records that the calling test ran (see [`crate::ran`]).
+pub fn record_ran(module: &str) {
+    crate::ran(&test_name(module));
 }
 
 /// Returns from the calling test, which then passes, with a printed reason, when Citus is not
-/// installed:
+/// installed; records that it ran otherwise:
 ///
 /// ```ignore
 /// #[test]
@@ -126,6 +143,7 @@ macro_rules! skip_without_citus {
             $crate::citus::print_skip(module_path!(), &why);
             return;
         }
+        $crate::citus::record_ran(module_path!());
     };
 }
 
@@ -152,15 +170,33 @@ impl CitusCluster {
         worker_shards: &[&str],
         settings: &[(&str, &str)],
     ) -> CitusCluster {
-        let all_shards: Vec<&str> = std::iter::once(coordinator_shards)
+        let all_shards: Vec<Option<&str>> = std::iter::once(coordinator_shards)
             .chain(worker_shards.iter().copied())
+            .map(Some)
             .collect();
+        CitusCluster::start_nodes(&all_shards, settings, true)
+    }
+
+    /// A coordinator and `workers` workers, none with a `snowid.shards` of its own: each takes
+    /// its shards from its Citus group.
+    pub fn unconfigured(workers: usize) -> CitusCluster {
+        CitusCluster::start_nodes(&vec![None; workers + 1], &[], true)
+    }
+
+    /// A coordinator and workers, with each node's `snowid.shards` (the coordinator's first;
+    /// `None` leaves it at the default); the coordinator is registered with
+    /// `citus_set_coordinator_host` only if `set_coordinator`.
+    pub fn start_nodes(
+        shards: &[Option<&str>],
+        settings: &[(&str, &str)],
+        set_coordinator: bool,
+    ) -> CitusCluster {
         // initdb and the first start take about a second each; do them in parallel. Every node
         // is joined before anything panics on, so the ones that did start are dropped (stopped).
         let results: Vec<std::thread::Result<Cluster>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = all_shards
+            let handles: Vec<_> = shards
                 .iter()
-                .map(|shards| scope.spawn(move || citus_node(shards, settings)))
+                .map(|&shards| scope.spawn(move || citus_node(shards, settings)))
                 .collect();
             handles.into_iter().map(|h| h.join()).collect()
         });
@@ -182,20 +218,62 @@ impl CitusCluster {
             workers: nodes,
         };
 
-        let mut db = citus.coordinator.client();
-        db.execute(
-            "SELECT citus_set_coordinator_host('127.0.0.1', $1)",
-            &[&i32::from(citus.coordinator.port)],
-        )
-        .expect("citus_set_coordinator_host");
+        if set_coordinator {
+            citus.set_coordinator();
+        }
         for worker in &citus.workers {
-            db.execute(
-                "SELECT citus_add_node('127.0.0.1', $1)",
-                &[&i32::from(worker.port)],
-            )
-            .unwrap_or_else(|e| panic!("citus_add_node for port {}: {e}", worker.port));
+            citus.add(worker);
         }
         citus
+    }
+
+    /// Registers the coordinator with `citus_set_coordinator_host`.
+    pub fn set_coordinator(&self) {
+        self.client()
+            .execute(
+                "SELECT citus_set_coordinator_host('127.0.0.1', $1)",
+                &[&i32::from(self.coordinator.port)],
+            )
+            .expect("citus_set_coordinator_host");
+    }
+
+    /// A new node, started, with Citus and snowid created, not yet in the cluster (see
+    /// [`CitusCluster::add`]); `shards` is its `snowid.shards` (`None`: the default).
+    pub fn new_node(shards: Option<&str>) -> Cluster {
+        citus_node(shards, &[])
+    }
+
+    /// Adds a node to the cluster with `citus_add_node`, which gives it the next group. Returns
+    /// the group.
+    pub fn add(&self, node: &Cluster) -> i32 {
+        self.client()
+            .execute(
+                "SELECT citus_add_node('127.0.0.1', $1)",
+                &[&i32::from(node.port)],
+            )
+            .unwrap_or_else(|e| panic!("citus_add_node for port {}: {e}", node.port));
+        self.group_of(node.port)
+    }
+
+    /// Adds a node to the cluster in the group given.
+    pub fn add_in_group(&self, node: &Cluster, group: i32) {
+        self.client()
+            .execute(
+                "SELECT citus_add_node('127.0.0.1', $1, groupid => $2)",
+                &[&i32::from(node.port), &group],
+            )
+            .unwrap_or_else(|e| panic!("citus_add_node for port {}: {e}", node.port));
+    }
+
+    /// The Citus group of the primary node on a port, as the coordinator records it.
+    pub fn group_of(&self, port: u16) -> i32 {
+        self.client()
+            .query_one(
+                "SELECT groupid FROM pg_dist_node WHERE nodeport = $1 AND noderole = 'primary'",
+                &[&i32::from(port)],
+            )
+            .unwrap_or_else(|e| panic!("the group of the node on port {port}: {e}"))
+            .get(0)
     }
 
     /// A new connection to the coordinator.
@@ -245,14 +323,33 @@ impl CitusCluster {
     }
 }
 
-/// One node: a fresh cluster with Citus and snowid preloaded and created.
-fn citus_node(shards: &str, settings: &[(&str, &str)]) -> Cluster {
+/// The shards a node whose `snowid.shards` is left at its default generates for: 32 from
+/// `32 * group` (docs/operations.md, "Running on Citus").
+pub fn group_shards(group: i32) -> std::ops::RangeInclusive<i32> {
+    group * 32..=group * 32 + 31
+}
+
+/// A new connection as the superuser `postgres` to the server on a port of loopback.
+pub fn client_on(port: u16) -> Result<Client, crate::postgres::Error> {
+    crate::postgres::Config::new()
+        .host("127.0.0.1")
+        .port(port)
+        .user("postgres")
+        .dbname("postgres")
+        .connect(crate::postgres::NoTls)
+}
+
+/// One node: a fresh cluster with Citus and snowid preloaded and created, with its own
+/// `snowid.shards` if one is given.
+fn citus_node(shards: Option<&str>, settings: &[(&str, &str)]) -> Cluster {
     let mut node = Cluster::init();
     check_loopback_trust(&node);
     for (name, value) in CITUS_SETTINGS {
         node.set(name, value);
     }
-    node.set("snowid.shards", &format!("'{shards}'"));
+    if let Some(shards) = shards {
+        node.set("snowid.shards", &format!("'{shards}'"));
+    }
     for (name, value) in settings {
         node.set(name, value);
     }

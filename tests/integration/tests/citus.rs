@@ -1,15 +1,18 @@
-//! snowid under Citus: keys from every node of a cluster, Instagram's schema-per-shard model, and
-//! shard moves while rows are being inserted. Each test starts a coordinator and two workers on
-//! loopback. Citus is never installed by this project (no package registry here has it): each
-//! test looks for it in the major under test, and where there is none it passes after saying
-//! that it did not run, and why (see `snowid_integration::citus`). Tested by hand with Citus
-//! 13.2.2 on PostgreSQL 15 and 16, and 14.0.1 on 18.
+//! snowid under Citus: keys from every node of a cluster with no configuration, through nodes
+//! added, removed, restarted and failed over, shards rebalanced and moved; overlapping shard
+//! sets refused; Instagram's schema-per-shard model. Each test starts a coordinator and at least
+//! two workers on loopback. Citus is built by `scripts/setup` for 15 (13.2.2), 16 and 18
+//! (14.0.1), from the sources beside the project (no package registry here has it): each test
+//! looks for it in the major under test, and where there is none it passes after saying that it
+//! did not run, and why (see `snowid_integration::citus`), which CI accepts only where setup does
+//! not build Citus.
 //!
 //! What these tests establish about Citus, the same for 13.2.2 and 14.0.1:
 //! - A column `DEFAULT` is evaluated by the session that receives the `INSERT ... VALUES`,
 //!   coordinator or worker, before Citus routes the row. `DEFAULT snowid_next()` therefore takes
-//!   an ID from that node's own `snowid.shards` (and that session's own shard among them), so one
-//!   `DEFAULT`, the same on every node, needs no coordination between nodes.
+//!   an ID from that node's own shards (its Citus group's 32, with no `snowid.shards`), and that
+//!   session's own shard among them, so one `DEFAULT`, the same on every node, needs no
+//!   coordination between inserts.
 //! - An `INSERT ... SELECT` reading a distributed table runs by repartition: the `DEFAULT` is
 //!   evaluated on the workers that read the source shards, whichever node received the
 //!   statement. `DEFAULT snowid_next()` works there too; a constant `snowid_next(n)` would need
@@ -27,18 +30,14 @@
 //!   while inserts run through the coordinator and through both workers, with no failed insert:
 //!   the rows carry their IDs, nothing is generated again on the target.
 
-use snowid_integration::citus::{citus_version, CitusCluster};
+use snowid_integration::citus::{citus_version, client_on, group_shards, CitusCluster};
 use snowid_integration::postgres::{self, Client};
-use snowid_integration::skip_without_citus;
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use snowid_integration::{skip_without_citus, wait_until, Cluster};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// Each node's own `snowid.shards`: node `k` (0 the coordinator, then the workers) owns
-/// `100 k` to `100 k + 99`, so `snowid_shard(id) / 100` names the node that issued `id`.
-const NODE_SHARDS: [&str; 3] = ["0-99", "100-199", "200-299"];
 
 /// A server error as `SQLSTATE message (detail)`, or the client error.
 fn describe(error: &postgres::Error) -> String {
@@ -53,27 +52,45 @@ fn describe(error: &postgres::Error) -> String {
     }
 }
 
+/// A coordinator and two workers with no `snowid.shards`: node `k` (0 the coordinator, then the
+/// workers) is in Citus group `k` (checked), so it generates for shards `32 k` to `32 k + 31`, and
+/// `snowid_shard(id) / 32` names the node that issued `id`.
 fn start_three_nodes() -> CitusCluster {
     let started = Instant::now();
-    let citus = CitusCluster::start(NODE_SHARDS[0], &NODE_SHARDS[1..]);
+    let citus = CitusCluster::unconfigured(2);
     println!(
         "a coordinator and 2 workers started and joined in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    for (k, worker) in citus.workers.iter().enumerate() {
+        assert_eq!(
+            citus.group_of(worker.port),
+            k as i32 + 1,
+            "worker {k}'s group"
+        );
+    }
     citus
+}
+
+/// A distributed table keyed and distributed by `id DEFAULT snowid_next()`, with more columns.
+fn create_keyed_table(citus: &CitusCluster, table: &str, columns: &str) {
+    citus
+        .client()
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY DEFAULT snowid_next(), {columns});
+             SELECT create_distributed_table('{table}', 'id');"
+        ))
+        .expect("create the distributed table");
 }
 
 /// A distributed table keyed and distributed by `id DEFAULT snowid_next()`, recording through
 /// which node (`node`), in which session and in what order (`n`) each row was inserted.
 fn create_events(citus: &CitusCluster) {
-    citus
-        .client()
-        .batch_execute(
-            "CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowid_next(),
-                                  node int NOT NULL, session int NOT NULL, n int NOT NULL);
-             SELECT create_distributed_table('events', 'id');",
-        )
-        .expect("create the distributed table");
+    create_keyed_table(
+        citus,
+        "events",
+        "node int NOT NULL, session int NOT NULL, n int NOT NULL",
+    );
 }
 
 /// Checks the whole `events` table: `expected` rows, all distinct, each node's IDs in its own
@@ -84,7 +101,7 @@ fn check_events(db: &mut Client, expected: i64) -> i64 {
     let row = db
         .query_one(
             "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE snowid_shard(id) / 100 <> node),
+                    count(*) FILTER (WHERE snowid_shard(id) / 32 <> node),
                     count(*) FILTER (WHERE id <= prev)
              FROM (SELECT id, node, lag(id) OVER (PARTITION BY node, session ORDER BY n) AS prev
                    FROM events) s",
@@ -130,9 +147,11 @@ fn check_events(db: &mut Client, expected: i64) -> i64 {
 const SESSIONS_PER_NODE: i32 = 3;
 const ROWS_PER_SESSION: i32 = 300;
 
-/// Guards against duplicate keys when every node of a Citus cluster takes writes with the same
-/// `DEFAULT snowid_next()`: nodes issuing from overlapping shards, or a node issuing outside its
-/// own `snowid.shards`. A coordinator and two workers, owning 0-99, 100-199 and 200-299; three
+/// Guards against duplicate keys when every node of a Citus cluster with no snowid configuration
+/// takes writes with the same `DEFAULT snowid_next()`: nodes issuing from overlapping shards (as
+/// 0.6.0 did, every node owning every shard by default), or a node issuing outside its group's
+/// own shards. A coordinator and two workers, in groups 0, 1 and 2, so owning 0-31, 32-63 and
+/// 64-95, none with a `snowid.shards`; three
 /// sessions per node, all connected before any inserts and inserting at the same time (checked:
 /// every session started before any finished), row by row, `INSERT ... VALUES` through their
 /// node. Every insert succeeds (a duplicate would fail the distributed primary key), count(*) =
@@ -149,7 +168,7 @@ fn every_node_takes_writes_with_the_same_default() {
     let citus = start_three_nodes();
     create_events(&citus);
 
-    let sessions = NODE_SHARDS.len() * SESSIONS_PER_NODE as usize;
+    let sessions = 3 * SESSIONS_PER_NODE as usize;
     let all_connected = Barrier::new(sessions);
     let took = Instant::now();
     let results: Vec<(Vec<i64>, Instant, Instant)> = thread::scope(|scope| {
@@ -251,7 +270,7 @@ fn every_node_takes_writes_with_the_same_default() {
     let row = db
         .query_one(
             "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE node = -1 AND snowid_shard(id) NOT BETWEEN 100 AND 299),
+                    count(*) FILTER (WHERE node = -1 AND snowid_shard(id) NOT BETWEEN 32 AND 95),
                     array_agg(DISTINCT snowid_shard(id)) FILTER (WHERE node = -1)
              FROM events",
             &[],
@@ -304,6 +323,8 @@ const ROWS_PER_SCHEMA_SESSION: i32 = 300;
 /// session's IDs in each schema increase, and IDs of different schemas share (millisecond,
 /// sequence) pairs, kept apart by the shard field. An insert sent to a worker, which does not
 /// own the schema's shard, is refused with 55000: the `DEFAULT` runs where the insert arrives.
+/// Every node's `snowid.shards` is set by hand (1-3, 100-199, 200-299), and the check of each
+/// against the others' lets disjoint sets through whole, whatever groups' blocks they cross.
 #[test]
 fn schema_based_sharding_with_a_shard_per_schema() {
     skip_without_citus!();
@@ -637,4 +658,686 @@ fn a_shard_moves_while_every_node_inserts() {
         "rows inserted around the moves are missing"
     );
     println!("{expected} rows, all distinct, none failed");
+}
+
+/// A table for the long tests, keyed and distributed by `id DEFAULT snowid_next()`: each row
+/// says which inserter sent it (`tag`) and the Citus group of the node it went through (`grp`),
+/// whose shards (32 from `32 * grp`) its ID must be on.
+fn create_rows(citus: &CitusCluster) {
+    create_keyed_table(
+        citus,
+        "rows",
+        "grp int NOT NULL, tag int NOT NULL, n int NOT NULL",
+    );
+}
+
+/// Rows in each insert of the long tests: an `INSERT ... SELECT` from `generate_series`, whose
+/// `DEFAULT` the node that receives it evaluates.
+const BATCH: i32 = 1000;
+
+/// One inserter: a session that inserts batches through the node on `port`, in group `grp`.
+#[derive(Clone, Copy)]
+struct Through {
+    port: u16,
+    grp: i32,
+    tag: usize,
+}
+
+/// What the inserters did, by tag: the rows they inserted, and the errors they met (SQLSTATE and
+/// message; a batch that fails inserts nothing).
+struct Tally {
+    rows: Vec<AtomicUsize>,
+    errors: Mutex<Vec<(usize, String, String)>>,
+}
+
+impl Tally {
+    fn new(tags: usize) -> Tally {
+        Tally {
+            rows: (0..tags).map(|_| AtomicUsize::new(0)).collect(),
+            errors: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn rows(&self, tag: usize) -> usize {
+        self.rows[tag].load(Ordering::SeqCst)
+    }
+
+    fn errors_of(&self, tag: usize) -> Vec<(String, String)> {
+        self.errors
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.0 == tag)
+            .map(|e| (e.1.clone(), e.2.clone()))
+            .collect()
+    }
+
+    /// Waits until each of `tags` has inserted at least `rows` rows.
+    fn wait_for(&self, tags: &[usize], rows: usize) {
+        wait_until(
+            &format!("the inserters {tags:?} have each inserted {rows} rows"),
+            Duration::from_secs(300),
+            || tags.iter().all(|&tag| self.rows(tag) >= rows),
+        );
+    }
+}
+
+/// Sets the flag when dropped: stops the inserters however the action ends.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Runs `action` while each of `through` inserts batches through its node without pause, and
+/// stops them when it returns. Every error is recorded in the tally, and the inserter goes on.
+fn while_inserting<R>(through: &[Through], tally: &Tally, action: impl FnOnce() -> R) -> R {
+    let stop = AtomicBool::new(false);
+    thread::scope(|scope| {
+        for &t in through {
+            let (stop, tally) = (&stop, tally);
+            scope.spawn(move || {
+                let mut db = client_on(t.port).unwrap_or_else(|e| {
+                    panic!("connect to the node on port {}: {e}", t.port);
+                });
+                let insert = db
+                    .prepare(
+                        "INSERT INTO rows (grp, tag, n)
+                         SELECT $1, $2, g FROM generate_series($3::int, $4::int) g",
+                    )
+                    .unwrap();
+                let mut n = tally.rows(t.tag) as i32;
+                while !stop.load(Ordering::SeqCst) {
+                    let batch = [
+                        &t.grp as _,
+                        &(t.tag as i32) as _,
+                        &n as _,
+                        &(n + BATCH - 1) as _,
+                    ];
+                    match db.execute(&insert, &batch) {
+                        Ok(rows) => {
+                            tally.rows[t.tag].fetch_add(rows as usize, Ordering::SeqCst);
+                            n += BATCH;
+                        }
+                        Err(e) => {
+                            let (code, message) = match e.as_db_error() {
+                                Some(db) => (db.code().code().to_string(), describe(&e)),
+                                None => (String::new(), e.to_string()),
+                            };
+                            tally.errors.lock().unwrap().push((t.tag, code, message));
+                            thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
+            });
+        }
+        let _stop = StopOnDrop(&stop);
+        action()
+    })
+}
+
+/// What this node's last check found about itself: the shards it generates for.
+fn generates(port: u16) -> String {
+    client_on(port)
+        .unwrap()
+        .query_one(
+            "SELECT generates FROM snowid_citus_nodes() WHERE this_node",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("snowid_citus_nodes() on port {port}: {}", describe(&e)))
+        .get(0)
+}
+
+/// The shards a group's node generates for with no configuration, as text.
+fn block_text(group: i32) -> String {
+    let shards = group_shards(group);
+    format!("{}-{}", shards.start(), shards.end())
+}
+
+/// Rows that must come through each node in the long test.
+const ROWS_PER_NODE: usize = 100_000;
+
+/// Guards against duplicate keys on a Citus cluster with no snowid configuration as it changes
+/// under load: a node added while every node inserts (it takes the next group's shards, not the
+/// coordinator's, which a fresh node believes it has until Citus gives it its group, even in a
+/// session that generated before it joined); a shard
+/// rebalance onto it; a node drained and removed, and another added after it (group 4: Citus never
+/// gives a group twice, so the new node never takes the removed one's shards); every node
+/// restarted (the same shards after as before); a worker failed over to its streaming standby,
+/// which is in the worker's group, generates for the same shards, and issues above every ID the
+/// worker issued for each of them; and an `INSERT ... SELECT` whose keys the workers make. Rows
+/// go in through every node throughout, in batches, except while the nodes restart and while the
+/// worker fails over (its shard placements are unreachable then); at least 100,000 through each
+/// node. No insert fails (a duplicate would fail the distributed primary key); at the end
+/// count(*) = count(DISTINCT id) = the rows inserted, and every row's ID is on the shards of the
+/// group of the node it went through.
+#[test]
+fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
+    skip_without_citus!();
+    let began = Instant::now();
+    let mut citus = start_three_nodes();
+    create_rows(&citus);
+    let (c, w1, w2) = (
+        citus.coordinator.port,
+        citus.workers[0].port,
+        citus.workers[1].port,
+    );
+    let mut standby = Cluster::base_backup_of(&citus.workers[0], true);
+    standby
+        .start()
+        .unwrap_or_else(|log| panic!("the first worker's standby did not start:\n{log}"));
+    let tally = Tally::new(6);
+    let (tc, tw1, tw2, tw3, tw4, ts) = (0, 1, 2, 3, 4, 5);
+    let through = |port, grp, tag| Through { port, grp, tag };
+    let mut timings = Vec::new();
+    let mut phase = |name: &str, since: &mut Instant| {
+        timings.push(format!("{name} {:.1} s", since.elapsed().as_secs_f64()));
+        *since = Instant::now();
+    };
+    let mut since = Instant::now();
+
+    // A node added while every node inserts, then a rebalance onto it while it inserts too. Before
+    // it joins, it believes it is in group 0, as Citus does, and a session of it generates for
+    // the coordinator's shards; the same session takes its group's once it has joined.
+    let w3 = CitusCluster::new_node(None);
+    let mut early = w3.client();
+    let shard_of_next = |db: &mut Client| -> i32 {
+        db.query_one("SELECT snowid_shard(snowid_next())", &[])
+            .unwrap_or_else(|e| panic!("snowid_next() on the new worker: {}", describe(&e)))
+            .get(0)
+    };
+    assert!(group_shards(0).contains(&shard_of_next(&mut early)));
+    let g3 = while_inserting(
+        &[through(c, 0, tc), through(w1, 1, tw1), through(w2, 2, tw2)],
+        &tally,
+        || {
+            tally.wait_for(&[tc, tw1, tw2], 5 * BATCH as usize);
+            citus.add(&w3)
+        },
+    );
+    assert_eq!(g3, 3, "the third worker's group");
+    assert!(
+        group_shards(3).contains(&shard_of_next(&mut early)),
+        "a session of a node that joined keeps the shards it had before"
+    );
+    assert_eq!(generates(w3.port), block_text(3));
+    phase("add", &mut since);
+    while_inserting(
+        &[
+            through(c, 0, tc),
+            through(w1, 1, tw1),
+            through(w2, 2, tw2),
+            through(w3.port, 3, tw3),
+        ],
+        &tally,
+        || {
+            tally.wait_for(&[tw3], 5 * BATCH as usize);
+            citus
+                .client()
+                .batch_execute("SELECT rebalance_table_shards('rows')")
+                .unwrap_or_else(|e| panic!("rebalance_table_shards: {}", describe(&e)));
+            tally.wait_for(&[tw2], ROWS_PER_NODE);
+        },
+    );
+    assert!(
+        citus.placements("rows").iter().any(|p| p.1 == w3.port),
+        "the rebalance moved shards onto the new worker: {:?}",
+        citus.placements("rows")
+    );
+    phase("rebalance", &mut since);
+
+    // The second worker drained and removed while the others insert; a node added after it.
+    let w4 = CitusCluster::new_node(None);
+    let g4 = while_inserting(
+        &[
+            through(c, 0, tc),
+            through(w1, 1, tw1),
+            through(w3.port, 3, tw3),
+        ],
+        &tally,
+        || {
+            let mut db = citus.client();
+            db.execute(
+                "SELECT citus_drain_node('127.0.0.1', $1)",
+                &[&i32::from(w2)],
+            )
+            .unwrap_or_else(|e| panic!("citus_drain_node: {}", describe(&e)));
+            db.execute(
+                "SELECT citus_remove_node('127.0.0.1', $1)",
+                &[&i32::from(w2)],
+            )
+            .unwrap_or_else(|e| panic!("citus_remove_node: {}", describe(&e)));
+            citus.add(&w4)
+        },
+    );
+    assert_eq!(g4, 4, "a node added after a removal takes a new group");
+    citus.workers[1].stop("fast");
+    phase("remove and add", &mut since);
+
+    // Every node restarted: the same shards after as before.
+    let mut w3 = w3;
+    let mut w4 = w4;
+    let live = [
+        through(c, 0, tc),
+        through(w1, 1, tw1),
+        through(w3.port, 3, tw3),
+        through(w4.port, 4, tw4),
+    ];
+    while_inserting(&live, &tally, || {
+        tally.wait_for(&[tw3, tw4], ROWS_PER_NODE / 2)
+    });
+    let before: Vec<String> = [c, w1, w3.port, w4.port].map(generates).to_vec();
+    assert_eq!(before, [0, 1, 3, 4].map(block_text));
+    for node in [
+        &mut citus.coordinator,
+        &mut citus.workers[0],
+        &mut w3,
+        &mut w4,
+    ] {
+        node.stop("fast");
+    }
+    for node in [
+        &mut citus.coordinator,
+        &mut citus.workers[0],
+        &mut w3,
+        &mut w4,
+    ] {
+        node.start()
+            .unwrap_or_else(|log| panic!("a node did not restart:\n{log}"));
+    }
+    let after: Vec<String> = [c, w1, w3.port, w4.port].map(generates).to_vec();
+    assert_eq!(after, before, "the nodes' shards after the restart");
+    while_inserting(&live, &tally, || {
+        tally.wait_for(&[tc, tw1, tw3, tw4], ROWS_PER_NODE)
+    });
+    phase("restart", &mut since);
+
+    // The first worker fails over to its standby, which has replayed everything it wrote.
+    let mut db = citus.client();
+    let last_of_w1: HashMap<i32, i64> = db
+        .query(
+            "SELECT snowid_shard(id), max(id) FROM rows WHERE tag = $1 GROUP BY 1",
+            &[&(tw1 as i32)],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    standby.wait_for_replay_of(&citus.workers[0]);
+    citus.workers[0].stop("immediate");
+    standby.promote();
+    standby.wait_until_out_of_recovery();
+    db.execute(
+        "SELECT citus_update_node(nodeid, '127.0.0.1', $1) FROM pg_dist_node WHERE nodeport = $2",
+        &[&i32::from(standby.port), &i32::from(w1)],
+    )
+    .unwrap_or_else(|e| panic!("citus_update_node: {}", describe(&e)));
+    assert_eq!(
+        citus.group_of(standby.port),
+        1,
+        "the standby takes its primary's group"
+    );
+    assert_eq!(generates(standby.port), block_text(1));
+    while_inserting(
+        &[
+            through(c, 0, tc),
+            through(standby.port, 1, ts),
+            through(w3.port, 3, tw3),
+            through(w4.port, 4, tw4),
+        ],
+        &tally,
+        || tally.wait_for(&[ts], ROWS_PER_NODE),
+    );
+    let first_of_standby: HashMap<i32, i64> = db
+        .query(
+            "SELECT snowid_shard(id), min(id) FROM rows WHERE tag = $1 GROUP BY 1",
+            &[&(ts as i32)],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let shared_shards: Vec<i32> = first_of_standby
+        .keys()
+        .filter(|shard| last_of_w1.contains_key(shard))
+        .copied()
+        .collect();
+    println!(
+        "after the failover the standby issued on shards {:?}, {} of which the worker had issued \
+         on",
+        first_of_standby
+            .keys()
+            .collect::<std::collections::BTreeSet<_>>(),
+        shared_shards.len()
+    );
+    // And on every shard the worker issued on, asked for by number.
+    let mut on_standby = client_on(standby.port).unwrap();
+    for (&shard, &last) in &last_of_w1 {
+        let next: i64 = on_standby
+            .query_one("SELECT snowid_next($1::int)", &[&shard])
+            .unwrap_or_else(|e| panic!("snowid_next({shard}) on the standby: {}", describe(&e)))
+            .get(0);
+        assert!(
+            next > last,
+            "the promoted standby's ID on shard {shard}, {next}, is not above the old worker's \
+             last, {last}"
+        );
+    }
+    for shard in shared_shards {
+        assert!(
+            first_of_standby[&shard] > last_of_w1[&shard],
+            "the promoted standby's first ID on shard {shard}, {}, is not above the old \
+             worker's last, {}",
+            first_of_standby[&shard],
+            last_of_w1[&shard]
+        );
+    }
+    phase("failover", &mut since);
+
+    // An INSERT ... SELECT from the table, sent to the coordinator: the workers make the keys.
+    let copied = db
+        .execute(
+            "INSERT INTO rows (grp, tag, n) SELECT -1, -1, n FROM rows WHERE tag = 0 AND n < 20000",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("INSERT ... SELECT by repartition: {}", describe(&e)));
+    let made_by: Vec<i32> = db
+        .query(
+            "SELECT DISTINCT snowid_shard(id) / 32 FROM rows WHERE tag = -1 ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    println!("INSERT ... SELECT: {copied} rows keyed by the nodes of groups {made_by:?}");
+    assert!(copied > 0);
+    assert!(
+        !made_by.is_empty() && made_by.iter().all(|g| [1, 3, 4].contains(g)),
+        "the keys of a repartitioned INSERT ... SELECT are made on the workers, each on its own \
+         shards: groups {made_by:?}"
+    );
+
+    let errors = tally.errors.lock().unwrap().clone();
+    assert!(
+        errors.is_empty(),
+        "{} inserts failed: {:#?}",
+        errors.len(),
+        &errors[..errors.len().min(20)]
+    );
+    let row = db
+        .query_one(
+            "SELECT count(*), count(DISTINCT id),
+                    count(*) FILTER (WHERE tag >= 0 AND snowid_shard(id) / 32 <> grp)
+             FROM rows",
+            &[],
+        )
+        .unwrap();
+    let inserted: usize = (0..6).map(|tag| tally.rows(tag)).sum::<usize>() + copied as usize;
+    let per_node: Vec<usize> = (0..6).map(|tag| tally.rows(tag)).collect();
+    println!(
+        "{inserted} rows, through the coordinator and the workers (the second removed, the first \
+         failed over to its standby, the last two added): {per_node:?}; {timings:?}; {:.1} s in all",
+        began.elapsed().as_secs_f64()
+    );
+    assert_eq!(row.get::<_, i64>(0), inserted as i64, "rows lost or added");
+    assert_eq!(row.get::<_, i64>(1), inserted as i64, "duplicate IDs");
+    assert_eq!(
+        row.get::<_, i64>(2),
+        0,
+        "IDs off the shards of the group of the node they went through"
+    );
+    assert!(
+        per_node.iter().all(|&rows| rows >= ROWS_PER_NODE),
+        "every node took {ROWS_PER_NODE} rows: {per_node:?}"
+    );
+}
+
+/// This node's row of `snowid_citus_nodes()` for a group: the node's name, and why it did not
+/// answer (null where it did).
+fn seen_as(port: u16, group: i32) -> (String, Option<String>) {
+    let row = client_on(port)
+        .unwrap()
+        .query_one(
+            "SELECT node, unanswered FROM snowid_citus_nodes()
+             WHERE citus_group = $1 AND NOT this_node",
+            &[&group],
+        )
+        .unwrap_or_else(|e| panic!("snowid_citus_nodes() on port {port}: {}", describe(&e)));
+    (row.get(0), row.get(1))
+}
+
+/// The error a statement on the node on `port` fails with.
+fn error_of(port: u16, sql: &str) -> postgres::Error {
+    client_on(port)
+        .unwrap()
+        .query_one(sql, &[])
+        .expect_err(&format!("{sql} on port {port} must fail"))
+}
+
+/// Sets `snowid.shards` on a node, or resets it (`None`), and reloads.
+fn set_shards(port: u16, shards: Option<&str>) {
+    let sql = match shards {
+        Some(shards) => format!("ALTER SYSTEM SET snowid.shards = '{shards}'"),
+        None => "ALTER SYSTEM RESET snowid.shards".into(),
+    };
+    let mut db = client_on(port).unwrap();
+    db.batch_execute(&sql).unwrap();
+    db.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+/// Guards against two Citus nodes issuing the same ID because `snowid.shards` gives one of them
+/// shards another node has: at start, at a reload on a live node, when a node is added, and
+/// when the coordinator is set, the nodes whose claims overlap each refuse the shards they share,
+/// before either issues one of them, with an error that names both nodes and the shards; and a
+/// node whose group is past the 256 that get shards refuses to generate instead of wrapping onto
+/// another group's. A coordinator and a worker left at the default (groups 0 and 1: 0-31,
+/// 32-63), and a second worker set to 5-9, inside the coordinator's shards, started before the
+/// coordinator is registered with Citus:
+/// - at start, the second worker refuses 5-9 (it takes the coordinator, which it cannot ask, to
+///   claim its group's shards) and so has none; the coordinator refuses them too;
+/// - once the coordinator is set, the second worker asks it (its check is due again);
+/// - while the coordinator and the first worker insert, the first worker's `snowid.shards` is set
+///   to 10-20 and reloaded: its inserts fail with the error naming both nodes and 10-20, none of
+///   its rows is on those shards, the coordinator stops generating for them too and its inserts
+///   go on; reset, the first worker inserts again on its own shards and the coordinator takes
+///   10-20 back;
+/// - a third worker set to 40-45, inside the first worker's shards, is added: both refuse them;
+/// - a node added in group 300 refuses with the capacity, and a hint naming unclaimed shards,
+///   and generates once `snowid.shards` gives it those.
+///
+/// No insert fails but the first worker's while it overlaps; no ID repeats; every row is on the
+/// shards of the node it went through.
+#[test]
+fn an_overlap_made_by_hand_is_refused_before_any_duplicate() {
+    skip_without_citus!();
+    let citus = CitusCluster::start_nodes(&[None, None, Some("5-9")], &[], false);
+    create_rows(&citus);
+    let (c, w1, w2) = (
+        citus.coordinator.port,
+        citus.workers[0].port,
+        citus.workers[1].port,
+    );
+    let (name_c, name_w1, name_w2) = (
+        format!("127.0.0.1:{c}"),
+        format!("127.0.0.1:{w1}"),
+        format!("127.0.0.1:{w2}"),
+    );
+
+    // At start: the second worker's set lies in the coordinator's shards, which Citus does not
+    // record yet.
+    let err = error_of(w2, "SELECT snowid_next()");
+    let message = describe(&err);
+    println!("snowid_next() on the worker set to 5-9: {message}");
+    assert!(
+        message.starts_with(&format!(
+            "55000 this Citus node ({name_w2}) has no snowid shard"
+        )) && message.contains(&name_w2)
+            && message.contains("the coordinator claims its shards too")
+            && message.contains("5-9"),
+        "{message}"
+    );
+    let message = describe(&error_of(w2, "SELECT snowid_next(7)"));
+    assert!(
+        message.starts_with(&format!(
+            "55000 snowid shard 7 is claimed by two Citus nodes, this one ({name_w2}) and the \
+             coordinator"
+        )),
+        "{message}"
+    );
+    assert_eq!(generates(c), "0-4,10-31", "the coordinator refuses 5-9 too");
+    let message = describe(&error_of(c, "SELECT snowid_next(5)"));
+    assert!(
+        message.contains(&name_w2) && message.contains("5-9"),
+        "{message}"
+    );
+    assert_eq!(
+        seen_as(w2, 0).0,
+        "the coordinator",
+        "before it is set, the coordinator is not asked"
+    );
+
+    // The coordinator set: the second worker checks again, and asks it.
+    citus.set_coordinator();
+    assert_eq!(seen_as(w2, 0), (name_c.clone(), None));
+    assert_eq!(
+        generates(w2),
+        "",
+        "still refused: the coordinator claims 5-9"
+    );
+
+    // An overlap made by hand on a live node.
+    let tally = Tally::new(4);
+    let (tc, tw1) = (0, 1);
+    let load = [
+        Through {
+            port: c,
+            grp: 0,
+            tag: tc,
+        },
+        Through {
+            port: w1,
+            grp: 1,
+            tag: tw1,
+        },
+    ];
+    while_inserting(&load, &tally, || {
+        tally.wait_for(&[tc, tw1], 5 * BATCH as usize);
+        set_shards(w1, Some("10-20"));
+        wait_until("the first worker refuses", Duration::from_secs(30), || {
+            !tally.errors_of(tw1).is_empty()
+        });
+        wait_until(
+            "the coordinator refuses 10-20 too",
+            Duration::from_secs(30),
+            || generates(c) == "0-4,21-31",
+        );
+        let at = tally.rows(tc);
+        tally.wait_for(&[tc], at + 5 * BATCH as usize);
+        set_shards(w1, None);
+        let at = tally.rows(tw1);
+        tally.wait_for(&[tw1], at + 5 * BATCH as usize);
+        wait_until(
+            "the coordinator takes 10-20 back",
+            Duration::from_secs(30),
+            || generates(c) == "0-4,10-31",
+        );
+    });
+    let refusals = tally.errors_of(tw1);
+    println!(
+        "the first worker set to 10-20 refused {} inserts: {}",
+        refusals.len(),
+        refusals[0].1
+    );
+    for (code, message) in &refusals {
+        assert_eq!(code, "55000", "{message}");
+        assert!(
+            message.contains(&name_w1) && message.contains(&name_c) && message.contains("10-20"),
+            "the error names both nodes and the shards: {message}"
+        );
+    }
+    assert!(
+        tally.errors_of(tc).is_empty(),
+        "the coordinator's inserts failed: {:?}",
+        tally.errors_of(tc)
+    );
+
+    // A node added whose set lies in the first worker's shards.
+    let w3 = CitusCluster::new_node(Some("40-45"));
+    assert_eq!(citus.add(&w3), 3);
+    let message = describe(&error_of(w3.port, "SELECT snowid_next(41)"));
+    assert!(
+        message.contains(&name_w1) && message.contains("40-45"),
+        "{message}"
+    );
+    assert_eq!(
+        generates(w1),
+        "32-39,46-63",
+        "the first worker refuses 40-45 too"
+    );
+
+    // A node in a group past the capacity.
+    let w4 = CitusCluster::new_node(None);
+    citus.add_in_group(&w4, 300);
+    let err = error_of(w4.port, "SELECT snowid_next()");
+    let hint = err
+        .as_db_error()
+        .and_then(|e| e.hint())
+        .unwrap_or_default()
+        .to_string();
+    println!(
+        "snowid_next() in group 300: {} (hint: {hint})",
+        describe(&err)
+    );
+    assert!(
+        describe(&err).starts_with(
+            "55000 this Citus node has no snowid shards: its group, 300, is past the 256 groups"
+        ),
+        "{}",
+        describe(&err)
+    );
+    let free = hint
+        .split("such as ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("the hint names unclaimed shards: {hint}"))
+        .to_string();
+    assert_eq!(free, "128-159", "groups 0 to 3 are taken");
+    set_shards(w4.port, Some(&free));
+    wait_until(
+        "the node in group 300 generates for the shards it was given",
+        Duration::from_secs(30),
+        || {
+            client_on(w4.port)
+                .unwrap()
+                .query_one(
+                    "SELECT snowid_shard(snowid_next()) BETWEEN 128 AND 159",
+                    &[],
+                )
+                .map(|r| r.get::<_, bool>(0))
+                .unwrap_or(false)
+        },
+    );
+
+    let row = citus
+        .client()
+        .query_one(
+            "SELECT count(*), count(DISTINCT id),
+                    count(*) FILTER (WHERE snowid_shard(id) / 32 <> grp),
+                    count(*) FILTER (WHERE tag = $1 AND snowid_shard(id) BETWEEN 10 AND 20)
+             FROM rows",
+            &[&(tw1 as i32)],
+        )
+        .unwrap();
+    let inserted = (tally.rows(tc) + tally.rows(tw1)) as i64;
+    assert_eq!(row.get::<_, i64>(0), inserted, "rows lost or added");
+    assert_eq!(row.get::<_, i64>(1), inserted, "duplicate IDs");
+    assert_eq!(row.get::<_, i64>(2), 0, "IDs off their node's shards");
+    assert_eq!(
+        row.get::<_, i64>(3),
+        0,
+        "the first worker issued IDs on the coordinator's shards"
+    );
 }
