@@ -363,3 +363,74 @@ fn a_database_dropped_while_a_release_runs_is_passed_over() {
         .expect_err("a null database");
     assert_eq!(code(&err), "22004", "{}", describe(&err));
 }
+
+/// Guards against a database copied from a template while a release runs, whose copy of the
+/// template's record would say less than the state: the release is held up on another
+/// database's record, `CREATE DATABASE copydb TEMPLATE tdb` waits for it (on the cluster-wide
+/// lock, which `pg_stat_activity` shows), and the copy's record lists the shard.
+#[test]
+fn a_database_copied_while_a_release_runs_copies_its_record() {
+    let cluster = cluster_with_rows(8, 100);
+    let mut db = cluster.client();
+    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
+    db.batch_execute("CREATE DATABASE adb OWNER owner1")
+        .unwrap();
+    db.batch_execute("CREATE DATABASE tdb").unwrap();
+    cluster
+        .client_of("tdb")
+        .batch_execute("CREATE EXTENSION snowid")
+        .unwrap();
+    let mut owner = cluster.client_as("owner1", "adb");
+    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
+    owner
+        .batch_execute("BEGIN; DROP EXTENSION snowid;")
+        .unwrap();
+    let port = cluster.port;
+    let connect = move || {
+        snowid_integration::postgres::Client::connect(
+            &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
+            snowid_integration::postgres::NoTls,
+        )
+        .unwrap()
+    };
+    let releasing = thread::spawn(move || {
+        connect()
+            .query_one("SELECT snowid_release(7)", &[])
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|e| describe(&e))
+    });
+    thread::sleep(Duration::from_millis(1500));
+    let copying = thread::spawn(move || {
+        connect()
+            .batch_execute("CREATE DATABASE copydb TEMPLATE tdb")
+            .map_err(|e| describe(&e))
+    });
+    snowid_integration::wait_until(
+        "the copy waits for the release",
+        Duration::from_secs(8),
+        || {
+            db.query_one(
+                "SELECT count(*) = 1 FROM pg_stat_activity \
+             WHERE query LIKE 'CREATE DATABASE copydb%' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+        },
+    );
+    owner.batch_execute("ROLLBACK").unwrap();
+    releasing
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the release: {e}"));
+    copying
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the copy: {e}"));
+    let recorded: Vec<i32> = cluster
+        .client_of("copydb")
+        .query_one("SELECT shards FROM snowid_released_shards", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, vec![7], "the copy's record lists the release");
+}
