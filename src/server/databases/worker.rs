@@ -7,9 +7,11 @@
 //! meanwhile, a termination) reaches the caller with its SQLSTATE, message, detail and hint.
 //!
 //! The worker is steered by nothing a database owner can set: the settings of
-//! `ALTER DATABASE ... SET` (which PostgreSQL applies to every connection) are overridden by
-//! [`FIXED_SETTINGS`] before the job runs (no role switched to, no read-only or serializable
-//! default, no timeout, no `exit_on_error`, a safe `search_path`, standard string literals).
+//! `ALTER DATABASE ... SET` (which PostgreSQL applies to every connection) are overridden before
+//! the job runs: the session user is the bootstrap superuser again whatever
+//! `session_authorization` said, and [`FIXED_SETTINGS`] fix the rest (no role switched to, no
+//! read-only or serializable default, no timeout, no `exit_on_error`, a safe `search_path`,
+//! standard string literals).
 //!
 //! Jobs run one at a time. A cancel or `statement_timeout` of the caller stops the worker it
 //! waits for; a worker that outlives its caller finds the segment gone, or writes into a queue
@@ -44,7 +46,8 @@ pub enum Outcome {
 
 /// The settings a worker fixes, whatever its database sets: each would change what the job does
 /// (`role`, `default_transaction_read_only`, `exit_on_error`, the timeouts, `search_path`,
-/// string literals) or what it says.
+/// string literals) or what it says. (`session_authorization` is put back by hand: it cannot be
+/// set outside a transaction.)
 const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"role", c"none"),
     (c"search_path", c"pg_catalog, pg_temp"),
@@ -61,6 +64,7 @@ const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"session_replication_role", c"origin"),
     (c"synchronous_commit", c"local"),
     (c"client_min_messages", c"error"),
+    (c"jit", c"off"),
 ];
 
 /// The queue's size: an answer larger than this passes through it in parts.
@@ -268,6 +272,10 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
             pg_sys::BGWORKER_BYPASS_ALLOWCONN,
         )
     };
+    // SAFETY: a database's `session_authorization` setting (which its owner may set) made
+    // another role this worker's session user; it is the bootstrap superuser again, as it
+    // connected. No catalog is read.
+    unsafe { pg_sys::SetSessionAuthorization(pg_sys::BOOTSTRAP_SUPERUSERID.into(), true) };
     for (name, value) in FIXED_SETTINGS {
         // SAFETY: each is a built-in setting a superuser may set; an override outranks the
         // database's own.

@@ -242,7 +242,7 @@ fn resume_rows_skipping(db: &mut Client, skipped: &str) -> Vec<KeyColumn> {
 /// role, stalls or steers (0.6.0: an empty temp table with a snowid default, held open by any
 /// session, failed every resume with 0A000; `ALTER DATABASE ... SET default_transaction_read_only
 /// = on`, `role` or `exit_on_error` refused every release in the cluster, or failed it with
-/// XX000; a text key with a nondeterministic ICU collation failed every resume). Here all of them
+/// XX000, and `session_authorization` made the worker the owner; a text key with a nondeterministic ICU collation failed every resume). Here all of them
 /// at once: the release is recorded in `mdb`, and the hint's resume lifts a fence, reading the
 /// text key, not reading the temp table.
 #[test]
@@ -283,6 +283,8 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
         .batch_execute(
             "ALTER DATABASE mdb SET default_transaction_read_only = on;
              ALTER DATABASE mdb SET role = 'owner1';
+             ALTER DATABASE mdb SET session_authorization = 'owner1';
+             ALTER DATABASE mdb SET default_transaction_isolation = 'serializable';
              ALTER DATABASE mdb SET exit_on_error = on;
              ALTER DATABASE mdb SET statement_timeout = '1ms';
              ALTER DATABASE mdb SET lock_timeout = '1ms';
@@ -301,7 +303,7 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
         .port(cluster.port)
         .user("postgres")
         .dbname("mdb")
-        .options("-c statement_timeout=0 -c lock_timeout=0")
+        .options("-c statement_timeout=0 -c lock_timeout=0 -c session_authorization=postgres")
         .connect(snowid_integration::postgres::NoTls)
         .unwrap();
     let recorded: Vec<i32> = mdb
