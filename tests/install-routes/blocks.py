@@ -9,7 +9,9 @@ repeated one fails, so that no route drops out of the test unnoticed.
 
 The shell blocks are written for PostgreSQL 15 and say so in one line, `PG=15`, which is all a
 reader changes for another major (the README says so). Every shell block must have exactly one
-such line; with MAJOR, that line is printed as `PG=MAJOR` and nothing else changes.
+such line, and no other `15` (a path or package name written for 15 would be wrong for another
+major, and a run on 15 could not tell); with MAJOR, that line is printed as `PG=MAJOR` and nothing
+else changes.
 """
 
 import re
@@ -18,6 +20,7 @@ import sys
 MARK = re.compile(r"^\s*<!--\s*install-route:\s*([a-z-]+)\s*-->\s*$")
 FENCE = re.compile(r"^\s*```(\w*)\s*$")
 MAJOR_LINE = re.compile(r"^PG=15(\s+#.*)?$")
+HARD_CODED_MAJOR = re.compile(r"(?<![\d.])15(?![\d.])")
 ROUTES = {"package": "sh", "image": "sh", "source": "sh", "setup": "sh", "first-table": "sql"}
 
 
@@ -61,6 +64,9 @@ def block(path, route, major=None):
     majors = [i for i, l in enumerate(out) if MAJOR_LINE.match(l)]
     if len(majors) != 1:
         raise SystemExit(f"{path} line {line}: route {route}'s block needs exactly one line `PG=15`, the major a reader changes")
+    for i, l in enumerate(out):
+        if i != majors[0] and HARD_CODED_MAJOR.search(l):
+            raise SystemExit(f"{path} line {line + 1 + i}: route {route}'s block names 15 outside its `PG=15` line: use $PG")
     if major is not None:
         out[majors[0]] = f"PG={major}"
     return "\n".join(out) + "\n"
