@@ -4,6 +4,8 @@
 
 Run check.sql with psql -At in a database where snowid is created, on a server that preloads it.
 It prints one line for each difference, and nothing when the reference and the extension agree:
+- the version the reference names in its opening sentence ("... of snowid 0.7.0."), against the
+  installed extension's version (pg_extension);
 - a function of the extension (pg_proc, a member of the extension) whose name and arguments
   (names and types, OUT arguments left out) no heading of the reference's "Functions" section
   gives, or a function the reference gives that the extension lacks;
@@ -26,6 +28,7 @@ import sys
 
 SIGNATURE = re.compile(r"`([a-z_][a-z0-9_]*)\(([^`]*)\)`")
 SETTING = re.compile(r"^###\s+`(snowid\.[a-z_]+)`\s*$")
+VERSION = re.compile(r"\bof snowid (\d+\.\d+\.\d+)\b")
 
 
 def split_arguments(text):
@@ -81,8 +84,20 @@ def array(items):
     return "ARRAY[" + ", ".join(literal(i) for i in items) + "]::text[]"
 
 
+def named_version(path, lines):
+    """The version the reference's opening paragraph names, and its line."""
+    for number, line in enumerate(lines, 1):
+        if line.startswith("## "):
+            break
+        m = VERSION.search(line)
+        if m:
+            return number, m.group(1)
+    raise SystemExit(f"{path}: the opening paragraph names no version (\"of snowid X.Y.Z\")")
+
+
 def parse(path):
     lines = open(path, encoding="utf-8").read().splitlines()
+    version = named_version(path, lines)
     parts = sections(lines)
     if "Functions" not in parts or "Settings" not in parts:
         raise SystemExit(f"{path}: no \"## Functions\" or \"## Settings\" section")
@@ -110,11 +125,11 @@ def parse(path):
         m = SETTING.match(lines[number - 1])
         if m:
             settings.append((number, m.group(1)))
-    return functions, settings
+    return version, functions, settings
 
 
 def script(path):
-    functions, settings = parse(path)
+    (version_line, version), functions, settings = parse(path)
     out = [
         "CREATE TEMP TABLE documented_function (line int, name text, arg_names text[], arg_types text[], markings text);",
         "CREATE TEMP TABLE documented_setting (line int, name text);",
@@ -155,7 +170,11 @@ documented AS (
     FROM documented_function f
 ),
 problems AS (
-    SELECT 1 AS kind, i.signature AS item,
+    SELECT 0 AS kind, e.extversion AS item,
+           {doc} || ' line {version_line}: the reference of snowid {version}; the extension is ' || e.extversion AS problem
+    FROM pg_extension e WHERE e.extname = 'snowid' AND e.extversion <> {literal(version)}
+    UNION ALL
+    SELECT 1, i.signature,
            'missing from ' || {doc} || ': function ' || i.signature || ', ' || i.markings AS problem
     FROM installed i WHERE NOT EXISTS (SELECT FROM documented d WHERE d.signature = i.signature)
     UNION ALL
@@ -188,7 +207,7 @@ problems AS (
 SELECT problem FROM problems ORDER BY kind, item;
 """)
     out.append(
-        "SELECT 'checked: ' || (SELECT count(*) FROM documented_function) || ' functions and '"
+        f"SELECT 'checked: version {version}, ' || (SELECT count(*) FROM documented_function) || ' functions and '"
         " || (SELECT count(*) FROM documented_setting) || ' settings';"
     )
     sys.stdout.write("\n".join(out) + "\n")
