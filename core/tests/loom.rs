@@ -111,7 +111,7 @@ impl DurableStore for Host {
                 self.disk.fenced.store(usize::from(fenced), SeqCst);
                 self.disk.exists.store(1, SeqCst);
             }
-            Write::Change(change) => self.persist(change)?,
+            Write::Change(change) => self.persist(change, &mut || {})?,
         }
         Ok(plan)
     }
