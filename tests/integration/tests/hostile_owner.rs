@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, not_run, Cluster};
+use snowid_integration::{code, not_run, ran, Cluster};
 
 /// Sets up `owner1`'s trap: the table it logs into, the logging function, and IMMUTABLE wrappers
 /// for places that want one (index expressions, predicates, partition keys, statistics, CHECKs).
@@ -267,11 +267,19 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
          CREATE TABLE tk (id text COLLATE ci DEFAULT snowid_text(snowid_next(6)));
          INSERT INTO tk SELECT FROM generate_series(1, 100);",
     );
-    if let Err(e) = &icu {
-        not_run(
-            "no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it (ICU)",
-            &format!("this build has no ICU: {}", describe(e)),
-        );
+    // Where the build has no ICU (the assert-enabled 15, say), the rest runs; the check of the
+    // collation runs on the majors that have it, which the run's summary verifies.
+    const TEST: &str = "no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it";
+    match &icu {
+        Ok(()) => ran(TEST),
+        Err(e) => not_run(
+            TEST,
+            &format!(
+                "this PostgreSQL build has no ICU, so the nondeterministic collation is left out \
+                 here: {}",
+                describe(e)
+            ),
+        ),
     }
     let tk_max: Option<i64> = icu.as_ref().ok().map(|_| {
         owner
