@@ -385,6 +385,7 @@ impl Cluster {
             Ok(())
         } else {
             let _ = self.try_stop("immediate");
+            self.kill_unlisted_postmasters();
             Err(format!("{}\n{}", text(&out), self.log()))
         }
     }
@@ -748,6 +749,41 @@ impl Cluster {
             .arg(format!("-{signal}"))
             .arg(pid.to_string()));
     }
+
+    /// Kills every postmaster started on this cluster's data directory that is still running,
+    /// whether or not a `postmaster.pid` names it. One that hangs before writing that file (seen
+    /// once under libfaketime, in a futex at start) outlives `pg_ctl start`'s timeout, and
+    /// `pg_ctl stop` cannot find it: without this it would outlive its test.
+    fn kill_unlisted_postmasters(&self) {
+        use std::os::unix::ffi::OsStrExt;
+        let pgdata = self.pgdata();
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let is_postgres = args.first().is_some_and(|a| a.ends_with(b"/postgres"));
+            let on_ours = args.windows(2).any(|pair| {
+                pair[0] == b"-D"
+                    && std::path::Path::new(std::ffi::OsStr::from_bytes(pair[1])) == pgdata
+            });
+            if is_postgres && on_ours {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+    }
 }
 
 impl Drop for Cluster {
@@ -763,6 +799,7 @@ impl Drop for Cluster {
                 }
             }
         }
+        self.kill_unlisted_postmasters();
         // A server built with assertions (--enable-cassert) writes TRAP and aborts where one
         // fails; the postmaster then restarts, so nothing else may show it. Any TRAP fails the
         // test that started the server.
