@@ -321,3 +321,36 @@ arm64_pg_config_of() { echo "$ARM64_DEV/pg$1/pg_config"; }
 all_majors() {
     if [ "${SNOWID_ARCH:-}" = arm64 ]; then echo "${ARM64_MAJORS[@]}"; else echo "${PG_MAJORS[@]}"; fi
 }
+
+# Earlier versions' install scripts (tests/old-installs/README.md). What users install offers the
+# current version's install script only, with the upgrade scripts: snowid is a trusted extension,
+# and a database owner's `CREATE EXTENSION snowid VERSION '0.1.0'` would bring back holes fixed
+# since. The tests and benchmarks that need an earlier version put its script in place for as long
+# as they run, and these remove what a killed run (or an install of an earlier snowid) left.
+SNOWID_VERSION=$(awk '/^\[/ { in_package = ($0 == "[package]") }
+    in_package && /^version *=/ { gsub(/^version *= *"|" *$/, ""); print; exit }' "$SNOWID_ROOT/Cargo.toml")
+OLD_INSTALLS=$SNOWID_ROOT/tests/old-installs
+
+# remove_old_install_scripts PG_CONFIG: removes from that PostgreSQL's extension directory every
+# snowid install script but the current version's (upgrade scripts, snowid--A--B.sql, stay).
+remove_old_install_scripts() {
+    local dir file stem
+    dir=$("$1" --sharedir)/extension
+    for file in "$dir"/snowid--*.sql; do
+        [ -e "$file" ] || continue
+        stem=${file##*/snowid--}
+        stem=${stem%.sql}
+        [[ "$stem" = *--* || "$stem" = "$SNOWID_VERSION" ]] && continue
+        say "removing $file: an earlier version's install script is never offered"
+        $SUDO rm -f "$file"
+    done
+}
+
+# place_old_install_script PG_CONFIG VERSION: puts that earlier version's install script into that
+# PostgreSQL's extension directory, for a test or a benchmark of it; remove_old_install_scripts
+# takes it away again.
+place_old_install_script() {
+    local script=$OLD_INSTALLS/snowid--$2.sql
+    [ -f "$script" ] || die "no install script of snowid $2 in $OLD_INSTALLS"
+    $SUDO cp "$script" "$("$1" --sharedir)/extension/"
+}

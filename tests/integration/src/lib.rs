@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub mod citus;
 pub mod fences;
+pub mod old_installs;
 pub mod patroni;
+pub use old_installs::{without_old_install_scripts, OldInstallScripts};
 pub use postgres;
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);

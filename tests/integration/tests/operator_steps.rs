@@ -11,7 +11,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, Cluster, OldInstallScripts};
 
 /// A preloaded primary (with `settings`) with a table `t` keyed by `snowid_next(key_shard)` and
 /// shard `released` released, and its streaming standby, started.
@@ -134,11 +134,13 @@ fn a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced() {
     if !has_pg_upgrade("a_zeroed_state_after_pg_upgrade_from_0_3_0_sql_stays_fenced") {
         return;
     }
+    let scripts = OldInstallScripts::place();
     let (old, mut new, old_max) = clusters_to_upgrade_from(
         Cluster::init(),
         "CREATE EXTENSION snowid VERSION '0.3.0'",
         1,
     );
+    drop(scripts);
     new.pg_upgrade_from(&old, false);
     let bytes = std::fs::read(new.pgdata().join(STATE)).expect("pg_upgrade left a state");
     new.put_file(STATE, &vec![0; bytes.len()]);

@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, Cluster, OldInstallScripts};
 
 /// Server A: `snowid.shards` names shard 7 explicitly, a table `t` keyed by shard 8 and `t7` by
 /// shard 7, shard 8 issued last, and shard 7 released. Returns A, the last ID
@@ -217,11 +217,13 @@ fn a_fence_does_not_lift_until_unknown_releases_are_named() {
     if !has_pg_upgrade("a_fence_does_not_lift_until_unknown_releases_are_named") {
         return;
     }
+    let scripts = OldInstallScripts::place();
     let (mut old, mut new, _) = clusters_to_upgrade_from(
         Cluster::init(),
         "CREATE EXTENSION snowid VERSION '0.5.0'",
         8,
     );
+    drop(scripts);
     start(&mut old);
     let mut db = old.client();
     db.batch_execute("SELECT snowid_release(7)").unwrap();

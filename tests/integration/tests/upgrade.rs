@@ -1,24 +1,48 @@
-//! Upgrading from 0.1.0 to 0.5.0: the paths users take, the WAL an earlier version left, and the
-//! release bookkeeping that makes them exist.
+//! Upgrading from every earlier version (0.1.0 to 0.7.0): the paths users take, the WAL an earlier
+//! version left, and the release bookkeeping that makes them exist; and no earlier version
+//! installed afresh.
 
 use snowid_integration::fences::{
     assert_generates_above, assert_refuses, describe, start, ACCEPTED_AHEAD, STATE,
 };
-use snowid_integration::Cluster;
+use snowid_integration::{
+    code, old_installs, without_old_install_scripts, Cluster, OldInstallScripts,
+};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-/// Everything about the extension's functions that a user or a dump can see: signature, body,
-/// markings, privileges and comment, one line per function, sorted.
+/// Everything about the extension's functions that a user or a dump can see: signature, body
+/// (a SQL-standard body too), markings, settings, privileges and comment, one line per function,
+/// sorted; then its tables: access method, persistence, columns, constraints, privileges and
+/// comment.
 const CATALOG: &str = "
-    SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s',
+    SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s',
                              p.oid::regprocedure, pg_get_function_arguments(p.oid), p.prosrc,
-                             p.probin, p.provolatile, p.proparallel,
-                             p.proisstrict, p.proretset, pg_get_function_result(p.oid),
-                             p.proacl, obj_description(p.oid, 'pg_proc')),
+                             pg_get_function_sqlbody(p.oid), p.probin, p.provolatile,
+                             p.proparallel, p.proisstrict, p.proretset,
+                             pg_get_function_result(p.oid), p.proconfig, p.proacl,
+                             obj_description(p.oid, 'pg_proc')),
                       E'\\n' ORDER BY p.oid::regprocedure::text)
            || E'\\n' || obj_description(e.oid, 'pg_extension')
+           || E'\\n' || (
+        SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', c.oid::regclass, am.amname,
+                                 c.relpersistence, c.relkind, c.relacl,
+                                 obj_description(c.oid, 'pg_class'),
+                                 (SELECT string_agg(format('%s %s %s', a.attname,
+                                                           format_type(a.atttypid, a.atttypmod),
+                                                           a.attnotnull), ', ' ORDER BY a.attnum)
+                                  FROM pg_attribute a
+                                  WHERE a.attrelid = c.oid AND a.attnum > 0
+                                    AND NOT a.attisdropped)
+                                 || ' ' || (SELECT string_agg(pg_get_constraintdef(k.oid), ', '
+                                                              ORDER BY k.conname)
+                                            FROM pg_constraint k WHERE k.conrelid = c.oid)),
+                          E'\\n' ORDER BY c.oid::regclass::text)
+        FROM pg_depend t
+        JOIN pg_class c ON c.oid = t.objid
+        LEFT JOIN pg_am am ON am.oid = c.relam
+        WHERE t.refobjid = e.oid AND t.deptype = 'e' AND t.classid = 'pg_class'::regclass)
     FROM pg_extension e
     JOIN pg_depend d ON d.refobjid = e.oid AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
     JOIN pg_proc p ON p.oid = d.objid
@@ -62,12 +86,15 @@ fn upgrade_from(from: &str) {
     }
 
     let mut old = cluster.client_of("old_db");
+    let scripts = OldInstallScripts::place();
     old.batch_execute(&format!(
         "CREATE EXTENSION snowid VERSION '{from}';
              CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowid_next(5), n int);
              INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;"
     ))
     .unwrap();
+    // The update needs the upgrade scripts only, which every install has.
+    drop(scripts);
     let version = extversion(&mut old);
     assert_eq!(version, from);
     let generating: String = old
@@ -168,6 +195,81 @@ fn from_0_5_0_to_this_version_and_through_a_dump() {
     upgrade_from("0.5.0");
 }
 
+#[test]
+fn from_0_6_0_to_this_version_and_through_a_dump() {
+    upgrade_from("0.6.0");
+}
+
+#[test]
+fn from_0_7_0_to_this_version_and_through_a_dump() {
+    upgrade_from("0.7.0");
+}
+
+/// Item 4 of issue 51. Guards against an install that offers an earlier version's script (0.7.0
+/// shipped `snowid--0.1.0.sql` to `snowid--0.6.0.sql`: snowid is trusted, so a database owner's
+/// `CREATE EXTENSION snowid VERSION '0.1.0'` ran that script as the superuser and brought back
+/// holes fixed since, her `format()` or index expression running in the superuser's statements).
+/// On a server where no test has placed them, PostgreSQL itself refuses every earlier version,
+/// from a database owner in her database and from a superuser, and lists the current version only
+/// as available; an update to an earlier version is refused too; the current version installs.
+#[test]
+fn no_earlier_version_can_be_installed() {
+    let cluster = Cluster::preloaded(&[]);
+    let mut admin = cluster.client();
+    admin.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
+    for database in ["CREATE DATABASE mdb OWNER owner1", "CREATE DATABASE sdb"] {
+        admin.batch_execute(database).unwrap();
+    }
+    let versions = old_installs::versions();
+    assert_eq!(
+        versions.first().map(String::as_str),
+        Some("0.1.0"),
+        "{versions:?}"
+    );
+    assert!(versions.len() >= 7, "0.1.0 to 0.7.0 at least: {versions:?}");
+    without_old_install_scripts(|| {
+        let available: Vec<String> = admin
+            .query(
+                "SELECT version FROM pg_available_extension_versions WHERE name = 'snowid'",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(available, vec![extension_version()]);
+        let mut owner = cluster.client_as("owner1", "mdb");
+        let mut superuser = cluster.client_of("sdb");
+        for version in &versions {
+            for (who, db) in [
+                ("owner1 in mdb", &mut owner),
+                ("postgres in sdb", &mut superuser),
+            ] {
+                let err = db
+                    .batch_execute(&format!("CREATE EXTENSION snowid VERSION '{version}'"))
+                    .expect_err("no earlier version installs");
+                assert_eq!(code(&err), "22023", "{who}, {version}: {}", describe(&err));
+                assert_eq!(
+                    err.as_db_error().map(|e| e.message().to_string()),
+                    Some(format!(
+                        "extension \"snowid\" has no installation script nor update path for \
+                         version \"{version}\""
+                    )),
+                    "{who}, {version}"
+                );
+            }
+        }
+        owner.batch_execute("CREATE EXTENSION snowid").unwrap();
+        assert_eq!(extversion(&mut owner), extension_version());
+        for version in &versions {
+            let err = owner
+                .batch_execute(&format!("ALTER EXTENSION snowid UPDATE TO '{version}'"))
+                .expect_err("no update to an earlier version");
+            assert_eq!(code(&err), "22023", "{version}: {}", describe(&err));
+        }
+    });
+}
+
 /// A lease record as snowid 0.2.0 wrote it in the WAL (info 0x00): version 1, four zero bytes,
 /// then the epoch, the time base and the lease end, little-endian.
 fn lease_record_of_0_2_0(lease_end_unix_ms: i64) -> Vec<u8> {
@@ -194,6 +296,7 @@ fn wal_of_0_2_0_replays_and_its_cluster_is_fenced_until_resumed() {
     let mut primary = Cluster::init_preloaded_with_fake_clock();
     start(&mut primary);
     let mut db = primary.client();
+    let scripts = OldInstallScripts::place();
     db.batch_execute(
         "CREATE EXTENSION snowid VERSION '0.2.0';
          CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(1));
@@ -203,6 +306,7 @@ fn wal_of_0_2_0_replays_and_its_cluster_is_fenced_until_resumed() {
          CHECKPOINT;",
     )
     .unwrap();
+    drop(scripts);
     let old_max: i64 = db.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
     let mut standby = Cluster::base_backup_of(&primary, true);
     start(&mut standby);
@@ -267,8 +371,9 @@ fn wal_of_0_2_0_replays_and_its_cluster_is_fenced_until_resumed() {
 
 /// Guards against a release whose version bump was forgotten somewhere: the extension's version
 /// is Cargo's (the control file takes it from there), the core crate moves with it, every earlier
-/// version kept in sql/ has a chain of upgrade scripts to it, and every upgrade script starts
-/// with the guard against being run by hand.
+/// version kept in tests/old-installs has a chain of upgrade scripts in sql/ to it, and every
+/// upgrade script starts with the guard against being run by hand; and against an install script
+/// in sql/, which the install routes would copy (item 4 of issue 51).
 #[test]
 fn versions_and_upgrade_scripts_agree() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -282,7 +387,7 @@ fn versions_and_upgrade_scripts_agree() {
     let control = fs::read_to_string(root.join("snowid.control")).unwrap();
     assert!(control.contains("default_version = '@CARGO_VERSION@'"));
 
-    let mut installs = BTreeSet::new();
+    let installs: BTreeSet<String> = old_installs::versions().into_iter().collect();
     let mut upgrades = Vec::new();
     for entry in fs::read_dir(root.join("sql")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
@@ -303,14 +408,15 @@ fn versions_and_upgrade_scripts_agree() {
                 );
                 upgrades.push((from.to_string(), to.to_string()));
             }
-            None => {
-                installs.insert(stem.to_string());
-            }
+            None => panic!(
+                "sql/{name} is an install script: sql/ holds upgrade scripts only (earlier \
+                 install scripts are in tests/old-installs; the current one is generated)"
+            ),
         }
     }
     assert!(
         !installs.contains(version),
-        "the current version's install script is generated, not kept in sql/"
+        "the current version's install script is generated, not kept in tests/old-installs"
     );
     for old in &installs {
         let mut at = old.clone();
