@@ -1,3 +1,36 @@
 \echo Use "ALTER EXTENSION snowid UPDATE TO '0.8.0'" to load this file. \quit
 
 -- snowid 0.8.0.
+
+-- Nothing a database owner plants steers what snowid runs (issue 51, items 5 to 7): what a
+-- superuser runs in her database is never hers to steer. Like the install script, this runs as a superuser when a database owner updates
+-- the trusted extension: every function and operator is qualified, and a literal with a
+-- backslash is an E'' string, which her standard_conforming_strings does not change.
+
+-- snowid_parse: a SQL-standard body, its names bound here (search_path puts pg_catalog first)
+-- rather than looked up at each call under the caller's search_path.
+CREATE OR REPLACE FUNCTION @extschema@.snowid_parse(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int)
+RETURNS record
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT @extschema@.snowid_timestamp(id), @extschema@.snowid_shard(id), @extschema@.snowid_seq(id);
+END;
+
+-- snowid_convert_column: no longer PL/pgSQL reading max(col) as the caller (planning that query
+-- ran a database owner's functions as the superuser converting her table), but snowid's own code,
+-- which reads and alters the table as its owner (src/sql/convert.rs).
+CREATE OR REPLACE FUNCTION @extschema@.snowid_convert_column(tbl regclass, col name, shard int,
+    OUT old_default text, OUT old_sequence text, OUT sequence_fate text, OUT first_id bigint)
+RETURNS record
+VOLATILE STRICT
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_convert_column_wrapper';
+COMMENT ON FUNCTION @extschema@.snowid_convert_column(pg_catalog.regclass, pg_catalog.name, pg_catalog.int4) IS
+    'Turns a bigint column keyed by an identity or a sequence default into one keyed by DEFAULT snowid_next(shard), under an ACCESS EXCLUSIVE lock, after checking that every existing value is below the first ID it will issue; says what became of the sequence. Runs as the table''s owner.';
+COMMENT ON FUNCTION @extschema@.snowid_partition_ddl(pg_catalog.regclass, pg_catalog.timestamptz, pg_catalog.timestamptz, pg_catalog.interval, pg_catalog.int4) IS
+    E'CREATE TABLE IF NOT EXISTS statements for the range partitions of a table partitioned by its snowid column that do not exist yet, one per step from from_ts until to_ts, named after their lower bound in UTC; run them with \\gexec, as the table''s owner.';
+
+-- The record of the released shards is a heap table, whatever default_table_access_method said
+-- when 0.7.0 created it: a columnar record refused the DELETE each release makes, so that every
+-- snowid_release in the cluster failed. An update of a record that cannot be made a heap table
+-- fails here, in its own database, rather than at a superuser's release.
+ALTER TABLE @extschema@.snowid_released_shards SET ACCESS METHOD heap;

@@ -12,11 +12,12 @@
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
 //! | 42501, 42P01 | `snowid_partition_ddl` on a table the caller has no privilege on, or that does not exist |
-//! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column |
+//! | 42809 | `snowid_partition_ddl` on a table that is not range-partitioned by one bigint column; `snowid_convert_column` on a relation that is not a table |
+//! | 42501, 42703, 42804 | `snowid_convert_column` by a caller who does not own the table, of a column that does not exist or is not `bigint` |
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or with no shards (or before its shards are learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or with no shards (or before its shards are learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); converting a column with another default, with values at or above the first ID, or below which a table cannot be read (a foreign table, another session's temporary table); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
 //! | 0A000 | preparing a transaction that installed or updated snowid |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
 //! | (the cause's) | a database a resume reads, or a change records in, failed: its own SQLSTATE (a missing file, a lock held too long, ...), with the database named |
@@ -1148,6 +1149,106 @@ pub fn partition_name_taken(name: &str, parent: &str) -> ! {
             "It is not a partition of \"{parent}\" with the bounds of that period."
         )),
         Some("Rename or drop it, or partition a table with another name.".into()),
+    )
+}
+
+// snowid_convert_column.
+
+#[track_caller]
+pub fn convert_not_a_table(table: &str) -> ! {
+    raise(
+        ERRCODE_WRONG_OBJECT_TYPE,
+        format!("\"{table}\" is not a table"),
+        None,
+        None,
+    )
+}
+
+#[track_caller]
+pub fn convert_not_owner(table: &str) -> ! {
+    raise(
+        ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("must be owner of table {table}"),
+        None,
+        Some("snowid_convert_column alters the table: run it as its owner or a superuser.".into()),
+    )
+}
+
+#[track_caller]
+pub fn convert_no_column(column: &str, table: &str) -> ! {
+    raise(
+        ERRCODE_UNDEFINED_COLUMN,
+        format!("column \"{column}\" of relation {table} does not exist"),
+        None,
+        None,
+    )
+}
+
+/// A key column that is not `bigint`; an `integer` or `smallint` one gets the statement that
+/// widens it.
+#[track_caller]
+pub fn convert_not_bigint(column: &str, table: &str, type_name: &str, widen: Option<&str>) -> ! {
+    raise(
+        ERRCODE_DATATYPE_MISMATCH,
+        format!("column \"{column}\" of {table} is of type {type_name}, not bigint"),
+        widen.map(|_| "snowid IDs need 64 bits.".into()),
+        widen.map(|statement| {
+            format!(
+                "Change its type first, which rewrites the table under an ACCESS EXCLUSIVE lock \
+                 (and any column that references it): {statement}"
+            )
+        }),
+    )
+}
+
+#[track_caller]
+pub fn convert_other_default(column: &str, table: &str, default: &str, drop: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("column \"{column}\" of {table} has a default that is not a sequence's: {default}"),
+        Some(
+            "snowid_convert_column replaces an identity or a sequence default, and leaves other \
+             defaults to their owners."
+                .into(),
+        ),
+        Some(format!(
+            "If the column should be keyed by snowid, drop the default first: {drop}"
+        )),
+    )
+}
+
+/// A table below the converted one whose values snowid cannot read, so cannot check.
+#[track_caller]
+pub fn convert_unreadable(column: &str, table: &str, why: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("column \"{column}\" of {table} cannot be checked: {why}"),
+        Some(
+            "snowid_convert_column reads every value of the column, in the table and every table \
+             below it, to make sure new IDs cannot collide with them. Nothing was changed."
+                .into(),
+        ),
+        None,
+    )
+}
+
+#[track_caller]
+pub fn convert_values_above(column: &str, table: &str, highest: i64, shard: i32, first: i64) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "column \"{column}\" of {table} holds values at or above the IDs snowid would issue"
+        ),
+        Some(format!(
+            "Its highest value is {highest}; snowid's next ID for shard {shard} is {first}. New \
+             keys could collide with existing ones. Nothing was changed."
+        )),
+        Some(
+            "If those values are snowid IDs issued under another server or epoch, a superuser can \
+             move every later ID above them with SELECT snowid_resume_above(<the highest value>); \
+             and then convert the column."
+                .into(),
+        ),
     )
 }
 

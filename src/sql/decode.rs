@@ -95,12 +95,19 @@ pub fn id_at(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
     layout::compose(ms, shard, seq).unwrap_or_else(|| errors::seq_out_of_range(seq))
 }
 
+// A SQL-standard body: its names are bound when the script creates it (under the script's
+// search_path, which puts pg_catalog first), not looked up at each call, so no caller's
+// search_path, and nothing a database owner plants, reaches it; and it costs nothing per call,
+// where a `SET search_path` clause would (see docs/benchmarks.md). It is never inlined either way
+// (it returns a record and is STRICT).
 extension_sql!(
     r#"
 CREATE FUNCTION snowid_parse(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int)
 RETURNS record
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
-AS $$ SELECT @extschema@.snowid_timestamp(id), @extschema@.snowid_shard(id), @extschema@.snowid_seq(id) $$;
+BEGIN ATOMIC
+    SELECT @extschema@.snowid_timestamp(id), @extschema@.snowid_shard(id), @extschema@.snowid_seq(id);
+END;
 
 COMMENT ON FUNCTION snowid_parse(bigint) IS
     'Splits a snowid into the time it was issued, its shard and its sequence number.';

@@ -26,13 +26,16 @@ fn snowid_create_state() {
 extension_sql!(
     r#"
 -- Each database's record of the shards the cluster released, which carries them through a lost
--- state and pg_upgrade (see src/server/releases.rs); written when this transaction commits.
+-- state and pg_upgrade (see src/server/releases.rs); written when this transaction commits. A
+-- heap table whatever the installer's default_table_access_method, so that every release can
+-- write it (a columnar record refused the DELETE each release makes); its types are PostgreSQL's
+-- own, whatever she created in her schemas.
 CREATE TABLE snowid_released_shards (
-    recorded_at timestamptz NOT NULL,
-    shards int[] NOT NULL,
-    last_ids bigint[] NOT NULL,
+    recorded_at pg_catalog.timestamptz NOT NULL,
+    shards pg_catalog.int4[] NOT NULL,
+    last_ids pg_catalog.int8[] NOT NULL,
     CHECK (pg_catalog.cardinality(shards) OPERATOR(pg_catalog.=) pg_catalog.cardinality(last_ids))
-);
+) USING heap;
 REVOKE ALL ON TABLE snowid_released_shards FROM PUBLIC;
 GRANT SELECT ON TABLE snowid_released_shards TO PUBLIC;
 COMMENT ON TABLE snowid_released_shards IS

@@ -15,11 +15,18 @@
 //! that already exists with the same bounds is left out, so a rerun from cron emits only what is
 //! missing; a name taken by anything else is an error.
 //!
-//! It reads the catalogs through SPI with every table, function and operator schema-qualified,
-//! so a hostile `search_path` cannot redirect it.
+//! It reads the catalogs through SPI with every name schema-qualified (tables, types, casts,
+//! functions and operators), under `search_path = pg_catalog, pg_temp`, so that nothing a
+//! database owner plants (a domain `public.text` with a CHECK that calls her function, her
+//! database's `search_path = public, pg_catalog`) runs when a superuser calls it. It evaluates
+//! nothing of the table's (no partition key expression, no default partition's rows). The
+//! statements it returns are the caller's to run: creating a partition of her table runs what
+//! PostgreSQL runs for any DDL on it (her index expressions folded for the new partition's
+//! index, say), so a superuser runs them as the table's owner (`SET ROLE`, see the reference).
 
 use super::decode::id_at;
 use crate::errors;
+use crate::server::databases::SafeSearchPath;
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::PgRelation;
@@ -140,9 +147,10 @@ fn open_visible(oid: pg_sys::Oid) -> PgRelation {
 
 /// Refuses a parent that is not partitioned by range of exactly one `bigint` column.
 fn check_parent(parent: &PgRelation) {
+    let _path = SafeSearchPath::set();
     let key = Spi::connect(|client| {
         let rows = client.select(
-            "SELECT p.partstrat::text, p.partnatts::int4, a.atttypid
+            "SELECT p.partstrat::pg_catalog.text, p.partnatts::pg_catalog.int4, a.atttypid
              FROM pg_catalog.pg_partitioned_table p
              LEFT JOIN pg_catalog.pg_attribute a
                ON a.attrelid OPERATOR(pg_catalog.=) p.partrelid
@@ -284,9 +292,10 @@ fn compact_utc(unix_ms: i64) -> String {
 /// The parent's partitions in its own schema, by name, with their bounds as PostgreSQL prints
 /// them.
 fn existing_partitions(parent: &PgRelation) -> HashMap<String, String> {
+    let _path = SafeSearchPath::set();
     Spi::connect(|client| {
         let rows = client.select(
-            "SELECT c.relname::text, pg_catalog.pg_get_expr(c.relpartbound, c.oid)
+            "SELECT c.relname::pg_catalog.text, pg_catalog.pg_get_expr(c.relpartbound, c.oid)
              FROM pg_catalog.pg_inherits i
              JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid
              WHERE i.inhparent OPERATOR(pg_catalog.=) $1
@@ -327,7 +336,7 @@ fn quote(identifier: &str) -> String {
 extension_sql!(
     r#"
 COMMENT ON FUNCTION snowid_partition_ddl(regclass, timestamptz, timestamptz, interval, int) IS
-    'CREATE TABLE IF NOT EXISTS statements for the range partitions of a table partitioned by its snowid column that do not exist yet, one per step from from_ts until to_ts, named after their lower bound in UTC; run them with \gexec.';
+    E'CREATE TABLE IF NOT EXISTS statements for the range partitions of a table partitioned by its snowid column that do not exist yet, one per step from from_ts until to_ts, named after their lower bound in UTC; run them with \\gexec, as the table''s owner.';
 "#,
     name = "partition_ddl_comment",
     requires = [snowid_partition_ddl]

@@ -20,8 +20,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub mod catalog;
 pub mod citus;
 pub mod fences;
+pub mod hostile;
 pub mod old_installs;
 pub mod patroni;
 pub use old_installs::{without_old_install_scripts, OldInstallScripts};

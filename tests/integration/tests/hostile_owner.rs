@@ -9,31 +9,9 @@
 //! `owner1` a superuser if it runs as one (so that the test would see the escalation itself).
 
 use snowid_integration::fences::*;
+use snowid_integration::hostile::{assert_nothing_of_hers_ran_as_a_superuser, TRAPS};
 use snowid_integration::postgres::Client;
 use snowid_integration::{code, not_run, ran, Cluster};
-
-/// Sets up `owner1`'s trap: the table it logs into, the logging function, and IMMUTABLE wrappers
-/// for places that want one (index expressions, predicates, partition keys, statistics, CHECKs).
-const TRAPS: &str = r#"
-CREATE TABLE public.trap_log (who text, via text);
-GRANT INSERT, SELECT ON public.trap_log TO PUBLIC;
-CREATE FUNCTION public.trap(via text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    BEGIN
-        IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
-            EXECUTE 'ALTER ROLE owner1 SUPERUSER';
-        END IF;
-    EXCEPTION WHEN OTHERS THEN NULL;
-    END;
-    INSERT INTO public.trap_log VALUES (current_user, via);
-    RETURN true;
-EXCEPTION WHEN OTHERS THEN RETURN true;
-END $$;
-CREATE FUNCTION public.imm(id bigint) RETURNS bigint IMMUTABLE LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.trap('immutable'); RETURN id; END $$;
-CREATE FUNCTION public.immb(id bigint) RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS $$
-BEGIN RETURN public.trap('predicate'); END $$;
-"#;
 
 /// Row 2's places, in `mdb`, on bigint keys the survey reads: an expression index, a partial
 /// index's predicate, a partition key expression, an expression statistics object, a CHECK
@@ -99,36 +77,6 @@ fn cluster_of_a_hostile_owner() -> Cluster {
     cluster
 }
 
-/// `owner1` is no superuser, and no trap ever ran as one, in either database.
-fn assert_no_code_ran_as_a_superuser(cluster: &Cluster, when: &str) {
-    let mut db = cluster.client();
-    let superuser: bool = db
-        .query_one(
-            "SELECT rolsuper FROM pg_roles WHERE rolname = 'owner1'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(!superuser, "{when}: owner1 became a superuser");
-    for database in ["mdb", "cdb"] {
-        let escalated: Vec<String> = cluster
-            .client_of(database)
-            .query(
-                "SELECT who || ' via ' || via FROM public.trap_log l \
-                 JOIN pg_roles r ON r.rolname = l.who WHERE r.rolsuper",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        assert!(
-            escalated.is_empty(),
-            "{when}: owner1's code ran as a superuser in {database}: {escalated:?}"
-        );
-    }
-}
-
 /// The state deleted while stopped, started again: fenced (the clock is right).
 fn lose_state(cluster: &mut Cluster) {
     cluster.stop("fast");
@@ -165,7 +113,11 @@ fn no_code_of_a_database_owner_runs_as_the_superuser() {
             format!("SELECT snowid_resume_above({k1_max})"),
         ] {
             let result = db.query(&resume, &[]);
-            assert_no_code_ran_as_a_superuser(&cluster, &format!("{resume} from {caller}"));
+            assert_nothing_of_hers_ran_as_a_superuser(
+                &cluster,
+                &["mdb", "cdb"],
+                &format!("{resume} from {caller}"),
+            );
             let err = result.expect_err("cdb's keys cannot be read");
             assert_eq!(code(&err), "55000", "{resume}: {}", describe(&err));
             let said = describe(&err);
@@ -205,7 +157,7 @@ fn no_code_of_a_database_owner_runs_as_the_superuser() {
         Some(k1_max),
         "k1's highest key, through the policy that hides every row"
     );
-    assert_no_code_ran_as_a_superuser(&cluster, "after the resumes");
+    assert_nothing_of_hers_ran_as_a_superuser(&cluster, &["mdb", "cdb"], "after the resumes");
     // A release and a take-back write the records of mdb and cdb, running nothing of owner1's.
     let mut db = cluster.client();
     let last: i64 = db
@@ -223,7 +175,11 @@ fn no_code_of_a_database_owner_runs_as_the_superuser() {
     let theirs = last + (1 << 23) * 1000;
     db.query_one("SELECT snowid_take_back(9, $1)", &[&theirs])
         .unwrap_or_else(|e| panic!("take back: {}", describe(&e)));
-    assert_no_code_ran_as_a_superuser(&cluster, "after a release and a take-back");
+    assert_nothing_of_hers_ran_as_a_superuser(
+        &cluster,
+        &["mdb", "cdb"],
+        "after a release and a take-back",
+    );
 }
 
 /// `snowid_resume_above_columns()` without database `skipped`; its rows.
