@@ -29,8 +29,10 @@ COMMENT ON FUNCTION @extschema@.snowid_convert_column(pg_catalog.regclass, pg_ca
 COMMENT ON FUNCTION @extschema@.snowid_partition_ddl(pg_catalog.regclass, pg_catalog.timestamptz, pg_catalog.timestamptz, pg_catalog.interval, pg_catalog.int4) IS
     E'CREATE TABLE IF NOT EXISTS statements for the range partitions of a table partitioned by its snowid column that do not exist yet, one per step from from_ts until to_ts, named after their lower bound in UTC; run them with \\gexec, as the table''s owner.';
 
--- The record of the released shards is a heap table, whatever default_table_access_method said
--- when 0.7.0 created it: a columnar record refused the DELETE each release makes, so that every
--- snowid_release in the cluster failed. An update of a record that cannot be made a heap table
--- fails here, in its own database, rather than at a superuser's release.
+-- The record of the released shards is a heap table in the cluster's own tablespace, whatever
+-- default_table_access_method and default_tablespace said when 0.7.0 created it: a columnar
+-- record refused the DELETE each release makes, so that every snowid_release in the cluster
+-- failed. An update of a record that cannot be moved fails here, in its own database, rather than
+-- at a superuser's release.
 ALTER TABLE @extschema@.snowid_released_shards SET ACCESS METHOD heap;
+ALTER TABLE @extschema@.snowid_released_shards SET TABLESPACE pg_default;

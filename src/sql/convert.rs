@@ -121,7 +121,8 @@ fn convert(table: pg_sys::Oid, column: &CStr, shard: i32, schema: &CStr) -> Conv
     if key.keyed {
         let default = key.default.unwrap_or_default();
         notice!(
-            "column \"{col}\" of {name} already takes its values from snowid ({default}): left as it is"
+            "column \"{col}\" of {name} already takes its values from snowid ({default}): \
+             left as it is"
         );
         return Converted {
             old_default: Some(default),
@@ -158,7 +159,8 @@ fn convert(table: pg_sys::Oid, column: &CStr, shard: i32, schema: &CStr) -> Conv
     let default = CString::new(default).unwrap_or_default();
     execute(&alter(table, column, &default));
     notice!(
-        "column \"{col}\" of {name} now takes its values from snowid_next({shard}); its sequence {}: {sequence_fate}",
+        "column \"{col}\" of {name} now takes its values from snowid_next({shard}); \
+         its sequence {}: {sequence_fate}",
         key.sequence.as_deref().unwrap_or("(none)")
     );
     Converted {

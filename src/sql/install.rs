@@ -27,15 +27,16 @@ extension_sql!(
     r#"
 -- Each database's record of the shards the cluster released, which carries them through a lost
 -- state and pg_upgrade (see src/server/releases.rs); written when this transaction commits. A
--- heap table whatever the installer's default_table_access_method, so that every release can
--- write it (a columnar record refused the DELETE each release makes); its types are PostgreSQL's
--- own, whatever she created in her schemas.
+-- heap table in the cluster's own tablespace, whatever the installer's
+-- default_table_access_method and default_tablespace, so that every release can write it (a
+-- columnar record refused the DELETE each release makes; one on her tablespace's full disk would
+-- refuse its write); its types are PostgreSQL's own, whatever she created in her schemas.
 CREATE TABLE snowid_released_shards (
     recorded_at pg_catalog.timestamptz NOT NULL,
     shards pg_catalog.int4[] NOT NULL,
     last_ids pg_catalog.int8[] NOT NULL,
     CHECK (pg_catalog.cardinality(shards) OPERATOR(pg_catalog.=) pg_catalog.cardinality(last_ids))
-) USING heap;
+) USING heap TABLESPACE pg_default;
 REVOKE ALL ON TABLE snowid_released_shards FROM PUBLIC;
 GRANT SELECT ON TABLE snowid_released_shards TO PUBLIC;
 COMMENT ON TABLE snowid_released_shards IS

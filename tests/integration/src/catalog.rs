@@ -4,8 +4,8 @@
 
 /// Everything about the extension's functions that a user or a dump can see: signature, body
 /// (a SQL-standard body too), markings, settings, privileges and comment, one line per function,
-/// sorted; then its tables: access method, persistence, columns, constraints, privileges and
-/// comment.
+/// sorted; then its tables: access method, tablespace (0, the database's default, where it is
+/// `pg_default`), persistence, columns, constraints, privileges and comment.
 pub const CATALOG: &str = "
     SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s',
                              p.oid::regprocedure, pg_get_function_arguments(p.oid), p.prosrc,
@@ -16,8 +16,8 @@ pub const CATALOG: &str = "
                       E'\\n' ORDER BY p.oid::regprocedure::text)
            || E'\\n' || obj_description(e.oid, 'pg_extension')
            || E'\\n' || (
-        SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', c.oid::regclass, am.amname,
-                                 c.relpersistence, c.relkind, c.relacl,
+        SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s', c.oid::regclass, am.amname,
+                                 c.reltablespace, c.relpersistence, c.relkind, c.relacl,
                                  obj_description(c.oid, 'pg_class'),
                                  (SELECT string_agg(format('%s %s %s', a.attname,
                                                            format_type(a.atttypid, a.atttypmod),

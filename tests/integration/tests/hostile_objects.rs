@@ -89,7 +89,8 @@ CREATE AGGREGATE public.max(pg_catalog.int8) (SFUNC = public.max_step, STYPE = p
 "#;
 
 /// A preloaded cluster with `owner1` and her database `mdb` (her traps and shadows in it); the
-/// superuser's access methods `heap2`, and `columnar` where Citus is installed, in `mdb`.
+/// superuser's access methods `heap2`, and `columnar` where Citus is installed, in `mdb`; a
+/// tablespace `hers` that she may create tables in.
 fn cluster_of_a_hostile_owner() -> Cluster {
     let cluster = Cluster::preloaded(&[]);
     let mut admin = cluster.client();
@@ -99,6 +100,17 @@ fn cluster_of_a_hostile_owner() -> Cluster {
     ] {
         admin.batch_execute(statement).unwrap();
     }
+    let location = cluster.dir().join("hers");
+    cluster.run_as_server_user("mkdir", &[location.as_os_str()]);
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLESPACE hers LOCATION '{}'",
+            location.display()
+        ))
+        .unwrap();
+    admin
+        .batch_execute("GRANT CREATE ON TABLESPACE hers TO owner1")
+        .unwrap();
     let mut admin = cluster.client_of("mdb");
     admin
         .batch_execute("CREATE ACCESS METHOD heap2 TYPE TABLE HANDLER heap_tableam_handler")
@@ -126,8 +138,8 @@ fn her_access_method() -> &'static str {
 
 /// A session of hers with everything an install script meets set against it: her schema before
 /// `pg_catalog`, domains in `pg_temp` named after built-in types, backslashes in ordinary
-/// literals taken as escapes, another table access method, and settings that change how SQL
-/// reads and prints.
+/// literals taken as escapes, another table access method, her tablespace, and settings that
+/// change how SQL reads and prints.
 fn her_hostile_session(cluster: &Cluster, database: &str, access_method: &str) -> Client {
     let mut her = cluster.client_as("owner1", database);
     her.batch_execute(&format!(
@@ -135,6 +147,8 @@ fn her_hostile_session(cluster: &Cluster, database: &str, access_method: &str) -
          SET standard_conforming_strings = off;
          SET escape_string_warning = off;
          SET default_table_access_method = {};
+         SET default_tablespace = hers;
+         SET default_toast_compression = pglz;
          SET transform_null_equals = on;
          SET quote_all_identifiers = on;
          SET array_nulls = off;
@@ -180,9 +194,10 @@ fn record_access_method(cluster: &Cluster, database: &str) -> String {
 /// Items 5 and 7 (the install and the update). Guards against an install or an update that a
 /// database owner's settings or objects steer, when she runs it and it runs as a superuser: a
 /// record of the released shards made columnar by her `default_table_access_method` (0.7.0: every
-/// `snowid_release` in the cluster then failed, 0A000), a comment changed by her
-/// `standard_conforming_strings`, a type or function of hers resolved in the script, her code
-/// run as the superuser. Installed in her hostile session, and updated from 0.7.0 in another of
+/// `snowid_release` in the cluster then failed, 0A000), or put in her tablespace by her
+/// `default_tablespace` (where a full disk of hers would fail every release), a comment changed
+/// by her `standard_conforming_strings`, a type or function of hers resolved in the script, her
+/// code run as the superuser. Installed in her hostile session, and updated from 0.7.0 in another of
 /// her databases under the same session, the extension equals a plain install in a database of
 /// the superuser's (functions, bodies, settings, comments, the record's access method and
 /// columns), her trap never runs as the superuser, and a release then records in both. She cannot
