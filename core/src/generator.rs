@@ -960,8 +960,19 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// The second half of a release: durable, so that no server that replays this one's WAL
     /// issues the shard either. Returns its last ID.
     pub fn make_release_durable(&self, stopped: &Stopped) -> Result<i64, Refused<H::Error>> {
+        self.make_release_durable_then(stopped, &mut || {})
+    }
+
+    /// [`Generator::make_release_durable`], calling `durable` once the release is durable here
+    /// (before the wait for the synchronous standbys): from then on nothing may undo it, whatever
+    /// ends the caller.
+    pub fn make_release_durable_then(
+        &self,
+        stopped: &Stopped,
+        durable: &mut dyn FnMut(),
+    ) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
-        self.release_claimed(stopped.shard, stopped.last_id, &claimed)
+        self.release_claimed_then(stopped.shard, stopped.last_id, &claimed, durable)
     }
 
     /// Undoes [`Generator::stop_issuing`] before the release was made durable: the shard issues
@@ -983,12 +994,23 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         at_least: i64,
         claimed: &Claimed<H>,
     ) -> Result<i64, Refused<H::Error>> {
+        self.release_claimed_then(shard, at_least, claimed, &mut || {})
+    }
+
+    /// [`Generator::release_claimed`], calling `durable` once the release holds here.
+    fn release_claimed_then(
+        &self,
+        shard: Shard,
+        at_least: i64,
+        claimed: &Claimed<H>,
+        durable: &mut dyn FnMut(),
+    ) -> Result<i64, Refused<H::Error>> {
         let cell = self.shared.shard(shard);
         let last_id = id_from_stamp(shard_state::release(&cell.stamp), shard).max(at_least);
         if let Some(parts) = crate::layout::decompose(last_id) {
             cell.mark_released(stamp(parts.ms, parts.seq as u64));
         }
-        self.persist(&Change::Release { shard, last_id }, claimed, &mut || {})?;
+        self.persist(&Change::Release { shard, last_id }, claimed, durable)?;
         Ok(last_id)
     }
 }

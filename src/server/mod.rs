@@ -15,8 +15,9 @@
 //! - [`releases`]: a release, a take-back and a fence lift, carried out in the durable state,
 //!   the cluster's witness and every database's record, under one cluster-wide lock;
 //! - [`resumes`]: the resumes above a number or above every database's keys;
-//! - [`utility_hook`]: what snowid does before a utility statement (`pg_upgrade`'s restore,
-//!   `CREATE DATABASE`);
+//! - [`utility_hook`]: what snowid does in PostgreSQL's statements (`pg_upgrade`'s restore,
+//!   `CREATE DATABASE`'s copy of a template);
+//! - [`waits`]: every wait on a lock another session holds, and its one bound;
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
 pub mod citus;
@@ -32,3 +33,4 @@ pub mod settings;
 pub mod shared_memory;
 pub mod state;
 pub mod utility_hook;
+pub mod waits;

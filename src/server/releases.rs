@@ -7,12 +7,14 @@
 //!
 //! Each of them holds one heavyweight lock, [`ClusterLock`]: an advisory lock of database 0,
 //! which no role can take with `pg_advisory_lock` (that names its own database), shown in
-//! `pg_locks` as `advisory` with `database` 0, `classid` 1936619383 ("snow") and `objid` 1. A
+//! `pg_locks` as `advisory` with `database` 0, `classid` 1936617335 ("snow") and `objid` 1. A
 //! release, a take-back and a fence lift take it exclusively for their whole run, and give it
 //! back when they end (they are not undone by ROLLBACK, so nothing waits for their commit); a
 //! transaction that installs snowid, or updates it to a version with a record, takes it
 //! exclusively at commit (in `PRE_COMMIT`), writes its database's record from the state, and
-//! keeps it until the commit is done; `CREATE DATABASE` takes it shared for its copy. So:
+//! keeps it until the commit is done; `CREATE DATABASE` takes it shared for its copy, once it
+//! holds PostgreSQL's own lock on the template. Nobody waits for it longer than
+//! `super::waits::LOCK_WAIT`, and nobody takes it while waiting for a lock of PostgreSQL's. So:
 //! - a release, a take-back or a fence lift reads and writes every database that will ever have
 //!   snowid: an install that commits meanwhile writes its own record after it, from the state it
 //!   left, and a release made in the same transaction as `CREATE EXTENSION` is in that record;
@@ -35,11 +37,12 @@ use crate::errors;
 use crate::server::databases::{self, Recording};
 use crate::server::issuing::{generator, raise_refusal};
 use crate::server::state::{pages, witness};
+use crate::server::waits;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use snowid_core::durable::Unavailable;
-use snowid_core::generator::{Refused, Shared};
+use snowid_core::generator::{Refused, Shared, Stopped};
 use snowid_core::layout::{Parts, Shard};
 use snowid_core::release_records::Released;
 use snowid_core::startup::Found;
@@ -59,29 +62,64 @@ pub struct ClusterLock {
 }
 
 impl ClusterLock {
-    fn take(mode: u32, to_commit: bool) -> ClusterLock {
-        let tag = pg_sys::LOCKTAG {
+    /// Takes the lock, waiting at most `waits::LOCK_WAIT` for whoever holds it, then raising an
+    /// error that names them and `what` waited (a cancel ends the wait too).
+    fn take(mode: u32, to_commit: bool, what: &str) -> ClusterLock {
+        let lock = ClusterLock {
+            tag: ClusterLock::tag(),
+            mode: mode as pg_sys::LOCKMODE,
+            to_commit,
+        };
+        if let Err(holders) = waits::acquire(&lock.tag, mode) {
+            std::mem::forget(lock);
+            errors::cluster_lock_held(what, &waits::lock_wait_words(), &waits::processes(&holders));
+        }
+        lock
+    }
+
+    /// The lock's tag.
+    fn tag() -> pg_sys::LOCKTAG {
+        pg_sys::LOCKTAG {
             locktag_field1: 0,
             locktag_field2: LOCK_KEYS.0,
             locktag_field3: LOCK_KEYS.1,
             locktag_field4: 2,
             locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
             locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-        };
+        }
+    }
+
+    /// Takes the lock if nobody holds it in a conflicting mode, without waiting.
+    fn try_take(mode: u32, to_commit: bool) -> Option<ClusterLock> {
         let lock = ClusterLock {
-            tag,
+            tag: ClusterLock::tag(),
             mode: mode as pg_sys::LOCKMODE,
             to_commit,
         };
-        // SAFETY: a transaction-level lock on a tag of snowid's own; the wait honours cancels,
-        // `lock_timeout` and the deadlock detector, which raise their errors from here.
-        unsafe { pg_sys::LockAcquire(&lock.tag, lock.mode, false, false) };
-        lock
+        // SAFETY: a transaction-level lock on snowid's own tag that never waits.
+        let taken = unsafe {
+            pg_sys::LockAcquire(&lock.tag, lock.mode, false, true)
+                != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+        };
+        match taken {
+            true => Some(lock),
+            false => {
+                std::mem::forget(lock);
+                None
+            }
+        }
     }
 
-    /// Exclusively, for a release, a take-back or a fence lift.
-    pub fn for_a_change() -> ClusterLock {
-        ClusterLock::take(pg_sys::ExclusiveLock, false)
+    /// Gives the lock back now, even one kept until the transaction ends.
+    fn give_back(self) {
+        // SAFETY: gives back the lock `take` took.
+        unsafe { pg_sys::LockRelease(&self.tag, self.mode, false) };
+        std::mem::forget(self);
+    }
+
+    /// Exclusively, for a release, a take-back or a fence lift (`what`).
+    pub fn for_a_change(what: &str) -> ClusterLock {
+        ClusterLock::take(pg_sys::ExclusiveLock, false, what)
     }
 }
 
@@ -113,6 +151,113 @@ pub struct Interruption {
     pub message: String,
 }
 
+/// A change of the released shards under way in this backend, for what a FATAL error (a
+/// `pg_terminate_backend`, say) ends without unwinding: the exit callback undoes what an ERROR
+/// would, and says in the server log what holds.
+struct InFlight {
+    change: Unfinished,
+    written: Vec<String>,
+    writing: Option<String>,
+}
+
+/// What a change under way has done that an exit must know.
+enum Unfinished {
+    /// A release, stopped in memory, not durable yet: an exit lets the shard issue again.
+    Release {
+        state: &'static Shared,
+        stopped: Stopped,
+    },
+    /// A take-back or a fence lift, durable and in force: an exit undoes nothing.
+    Durable { what: String },
+}
+
+thread_local! {
+    static IN_FLIGHT: RefCell<Option<InFlight>> = const { RefCell::new(None) };
+    static EXIT_CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks `change` as under way until dropped (or until [`InFlightGuard::durable`]).
+struct InFlightGuard;
+
+impl InFlightGuard {
+    fn begin(change: Unfinished) -> InFlightGuard {
+        if !EXIT_CALLBACK_REGISTERED.with(|flag| flag.replace(true)) {
+            // SAFETY: a callback for this process's exit, with no argument; it runs before
+            // shared memory is detached.
+            unsafe { pg_sys::before_shmem_exit(Some(at_exit), pg_sys::Datum::from(0)) };
+        }
+        IN_FLIGHT.with(|f| {
+            f.replace(Some(InFlight {
+                change,
+                written: Vec::new(),
+                writing: None,
+            }))
+        });
+        InFlightGuard
+    }
+
+    /// Notes the records written so far, and the database written next.
+    fn writing(recording: &Recording, database: &str) {
+        IN_FLIGHT.with(|f| {
+            if let Some(in_flight) = f.borrow_mut().as_mut() {
+                in_flight.written = recording.written.clone();
+                in_flight.writing = Some(database.to_string());
+            }
+        });
+    }
+
+    /// The change is durable: nothing an exit does may undo it.
+    fn durable() {
+        IN_FLIGHT.with(|f| f.replace(None));
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        IN_FLIGHT.with(|f| f.replace(None));
+    }
+}
+
+/// On a FATAL error (or any exit) with a change under way: a release not yet durable issues
+/// again, as after an ERROR, so that memory agrees with the state and the WAL; the records
+/// already written say more than the state (the safe side) until the next change writes them.
+/// Says so in the server log.
+#[pg_guard]
+unsafe extern "C-unwind" fn at_exit(_code: std::ffi::c_int, _argument: pg_sys::Datum) {
+    let Some(in_flight) = IN_FLIGHT.with(|f| f.replace(None)) else {
+        return;
+    };
+    let mut written = in_flight.written.clone();
+    written.extend(
+        in_flight
+            .writing
+            .iter()
+            .map(|d| format!("{d} (being written)")),
+    );
+    let records = match written.is_empty() {
+        true => "no database's record lists it yet".to_string(),
+        false => format!(
+            "the records of {} may list it until the next release, take-back or fence lift \
+             writes them",
+            written.join(", ")
+        ),
+    };
+    match in_flight.change {
+        Unfinished::Release { state, stopped } => {
+            generator(state).resume_issuing(stopped);
+            log!(
+                "snowid shard {} was not released: the process releasing it ended before the \
+                 release was durable, so the shard issues IDs on this server again; {records}",
+                stopped.shard.get()
+            );
+        }
+        Unfinished::Durable { what } => log!(
+            "{what} is durable and in force, but the process recording it in every database \
+             ended before it had; {records}"
+        ),
+    }
+}
+
 /// Writes `released` into the cluster's witness and every database's record. Returns how far it
 /// got. An error that ends it (a cancel, most often) is passed to `on_error` with what was
 /// written, which raises the error that says what holds.
@@ -124,7 +269,11 @@ fn record_everywhere(
     let pairs = released.pairs();
     let recording = RefCell::new(Recording::default());
     let interrupted = PgTryBuilder::new(AssertUnwindSafe(|| {
-        databases::record_in_every_database(&pairs, &mut recording.borrow_mut());
+        databases::record_in_every_database(
+            &pairs,
+            &mut recording.borrow_mut(),
+            &mut InFlightGuard::writing,
+        );
         None
     }))
     .catch_others(|caught| match caught {
@@ -165,12 +314,13 @@ fn generator_status_refusal() -> Option<Refused<Unavailable>> {
 /// moment this is called, and once it returns no server that replays this one's WAL does, nor
 /// this one after its state is lost or `pg_upgrade`. Returns its last ID.
 pub fn release(state: &'static Shared, shard: Shard) -> i64 {
-    let _lock = ClusterLock::for_a_change();
+    let _lock = ClusterLock::for_a_change("snowid_release()");
     let g = generator(state);
     let stopped = g
         .stop_issuing(shard)
         .unwrap_or_else(|refused| raise_refusal(refused, shard));
     let listed = state_list(shard).with(shard, stopped.last_id);
+    let _in_flight = InFlightGuard::begin(Unfinished::Release { state, stopped });
     let recording = record_everywhere(&listed, |recording, interruption| {
         g.resume_issuing(stopped);
         errors::release_interrupted(
@@ -182,10 +332,13 @@ pub fn release(state: &'static Shared, shard: Shard) -> i64 {
     });
     if let Some((database, failure)) = &recording.failed {
         g.resume_issuing(stopped);
-        // The records written already list the shard: written back as the state has them, as
-        // far as they can be (a failure here leaves them saying more than the state).
+        // The witness and the records written already list the shard: written back as the
+        // state has them, as far as they can be (a failure here leaves them saying more than
+        // the state).
+        let state_has = state_list(shard);
+        witness::record_released(&state_has.shard_set());
         let mut back = Recording::default();
-        databases::record_in_databases(&recording.written, &state_list(shard).pairs(), &mut back);
+        databases::record_in_databases(&recording.written, &state_has.pairs(), &mut back);
         let still: Vec<String> = recording
             .written
             .iter()
@@ -200,8 +353,14 @@ pub fn release(state: &'static Shared, shard: Shard) -> i64 {
             &still,
         );
     }
-    g.make_release_durable(&stopped)
-        .unwrap_or_else(|refused| raise_refusal(refused, shard))
+    g.make_release_durable_then(&stopped, &mut InFlightGuard::durable)
+        .unwrap_or_else(|refused| {
+            // Not durable: the shard issues again, as for every failure before this step.
+            if !matches!(refused, Refused::Persist(Unavailable::NotReplicated(_))) {
+                g.resume_issuing(stopped);
+            }
+            raise_refusal(refused, shard)
+        })
 }
 
 /// Whether a change was made durable here, and is in force: it succeeded, or only the wait for
@@ -216,11 +375,14 @@ fn durable_here<T>(outcome: &Result<T, Refused<Unavailable>>) -> bool {
 /// Takes back a shard released here, above an ID of it its other owner issued. Returns the time
 /// base's new floor.
 pub fn take_back(state: &'static Shared, shard: Shard, above: Parts) -> i64 {
-    let _lock = ClusterLock::for_a_change();
+    let _lock = ClusterLock::for_a_change("snowid_take_back()");
     let taken = generator(state).take_back(above);
     // Durable and in force here even where the wait for the standbys was cancelled: every
     // record drops the shard either way, and then the cancel is reported.
     if durable_here(&taken) {
+        let _in_flight = InFlightGuard::begin(Unfinished::Durable {
+            what: format!("the take-back of snowid shard {}", shard.get()),
+        });
         let listed = state_list(shard);
         let recording = record_everywhere(&listed, |recording, interruption| {
             errors::take_back_not_recorded(
@@ -255,6 +417,9 @@ pub fn lift_fence(state: &'static Shared, above: Parts, released: &[(Shard, i64)
     // A cancel while a release again waited for the standbys leaves the fence up: the records
     // stay as they are, and say no less than the state.
     if let (true, Some(listed)) = (durable_here(&lifted), of_state()) {
+        let _in_flight = InFlightGuard::begin(Unfinished::Durable {
+            what: "snowid's fence lift".into(),
+        });
         let recording = record_everywhere(&listed, |recording, interruption| {
             errors::fence_lift_not_recorded(
                 None,
@@ -317,7 +482,7 @@ unsafe extern "C-unwind" fn at_transaction_end(
 /// installed the trusted extension), holding the [`ClusterLock`] until the commit is done. A
 /// fenced state knows no release: the record stays empty, which says so.
 fn write_own_record() {
-    let _lock = ClusterLock::take(pg_sys::ExclusiveLock, true);
+    let _lock = ClusterLock::take(pg_sys::ExclusiveLock, true, "the commit of this install");
     let Some(released) = of_state() else {
         return;
     };
@@ -347,8 +512,36 @@ fn write_own_record() {
     }
 }
 
-/// Takes the [`ClusterLock`] shared until the transaction ends: for `CREATE DATABASE`, whose
-/// copy of a template's record no change of the released shards may rewrite meanwhile.
-pub fn hold_for_database_copy() {
-    let _ = ClusterLock::take(pg_sys::ShareLock, true);
+/// Takes the [`ClusterLock`] shared until the transaction ends, for `CREATE DATABASE`, whose
+/// copy of a template's record no change of the released shards may rewrite meanwhile; and
+/// PostgreSQL's own lock on the template (the one its copy takes), never waiting for either while
+/// it holds the other. A copy waiting for the template (another session's `COMMENT ON DATABASE`
+/// held open, say) then holds nothing of snowid's, and stalls no release; and a release, whose
+/// worker connects to the template (which the copy's lock keeps out), never waits for a copy
+/// that waits for the release.
+pub fn hold_for_database_copy(template: pg_sys::Oid) {
+    let database = |function: unsafe fn(pg_sys::Oid, pg_sys::Oid, u16, i32)| {
+        // SAFETY: PostgreSQL's own lock on a database object, in the mode its copy takes.
+        unsafe {
+            function(
+                pg_sys::DatabaseRelationId,
+                template,
+                0,
+                pg_sys::ShareLock as i32,
+            )
+        }
+    };
+    loop {
+        let lock = ClusterLock::take(pg_sys::ShareLock, true, "this CREATE DATABASE");
+        if waits::try_lock_database(template, pg_sys::ShareLock) {
+            return;
+        }
+        lock.give_back();
+        // PostgreSQL's own wait for its own lock, holding nothing of snowid's.
+        database(pg_sys::LockSharedObject);
+        if ClusterLock::try_take(pg_sys::ShareLock, true).is_some() {
+            return;
+        }
+        database(pg_sys::UnlockSharedObject);
+    }
 }

@@ -24,6 +24,7 @@ pub mod survey;
 pub mod worker;
 
 use crate::errors;
+use crate::server::waits;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,8 @@ pub struct Failure {
 const NO_WORKER: &str = "53400";
 /// SQLSTATE 3D000, invalid_catalog_name: the database was dropped.
 const NO_DATABASE: &str = "3D000";
+/// SQLSTATE 55P03, lock_not_available: a lock stayed held past snowid's bound.
+const LOCKED: &str = "55P03";
 
 impl Failure {
     pub fn new(code: &str, message: impl Into<String>) -> Failure {
@@ -75,6 +78,30 @@ impl Failure {
         Failure::new(
             "57P01",
             "its background worker ended without an answer (terminated); the server log says why",
+        )
+    }
+
+    /// The worker could not connect to its database: `holders` held it locked past the bound.
+    pub fn database_locked(holders: &[i32]) -> Failure {
+        Failure::new(
+            LOCKED,
+            format!(
+                "it stayed locked against connecting for {} by {}",
+                waits::lock_wait_words(),
+                waits::processes(holders)
+            ),
+        )
+    }
+
+    /// A table the job needed stayed locked past the bound, by `holders`.
+    pub fn table_locked(table: &str, holders: &[i32]) -> Failure {
+        Failure::new(
+            LOCKED,
+            format!(
+                "its table {table} stayed locked for {} by {}",
+                waits::lock_wait_words(),
+                waits::processes(holders)
+            ),
         )
     }
 
@@ -117,25 +144,38 @@ fn databases() -> Vec<(pg_sys::Oid, String)> {
     .unwrap_or_else(|e| errors::catalog_read_failed(&e))
 }
 
-/// Reads every database of the cluster but those named in `skipped`, each with a background
+/// Reads every database of the cluster but those `told` skips, each with a background
 /// worker (the caller's own included, so that each is read in a snapshot taken now). Raises an
 /// error, having changed nothing, if one of them cannot be read, or if a prepared transaction
-/// holds rows no survey can see. A database dropped meanwhile holds nothing.
-pub fn survey_every_database(skipped: &[String]) -> Vec<DatabaseReport> {
+/// holds rows no survey can see (before the survey, and after it: one prepared meanwhile). A
+/// database dropped meanwhile holds nothing. Once a database has a column that cannot be read
+/// (the resume is refused then), no later table another transaction holds locked is waited
+/// for: one wait at most decides a refusal.
+pub fn survey_every_database(told: &errors::Told) -> Vec<DatabaseReport> {
     refuse_while_transactions_are_prepared();
-    databases()
+    let mut wait = true;
+    let mut reports = Vec::new();
+    for (oid, name) in databases()
         .into_iter()
-        .filter(|(_, name)| !skipped.contains(name))
-        .filter_map(|(oid, name)| match worker::run(oid, &name, &Job::Survey) {
-            Ok(Outcome::Surveyed(report)) => Some(report),
-            Ok(Outcome::Recorded(_)) => {
-                errors::survey_failed(&name, "XX000", "another job's answer")
+        .filter(|(_, name)| !told.skipped.contains(name))
+    {
+        match worker::run(oid, &name, &Job::Survey { wait }) {
+            Ok(Outcome::Surveyed(report)) => {
+                if report.unreadable().next().is_some() {
+                    wait = false;
+                }
+                reports.push(report);
             }
-            Err(failure) if failure.is_database_gone() => None,
+            Ok(Outcome::Recorded(_)) => {
+                errors::survey_failed(&name, "XX000", "another job's answer", told)
+            }
+            Err(failure) if failure.is_database_gone() => {}
             Err(failure) if failure.is_no_worker() => errors::survey_needs_workers(&name),
-            Err(failure) => errors::survey_failed(&name, &failure.code, &failure.describe()),
-        })
-        .collect()
+            Err(failure) => errors::survey_failed(&name, &failure.code, &failure.describe(), told),
+        }
+    }
+    refuse_while_transactions_are_prepared();
+    reports
 }
 
 /// Rows of prepared transactions are invisible to every survey until they commit, and a
@@ -175,8 +215,14 @@ pub struct Recording {
 /// where snowid is not installed, or where its version keeps no record, or that was dropped
 /// meanwhile, is skipped. `recording` says how far it got, also when an error (a cancel) ends
 /// it.
-pub fn record_in_every_database(released: &[(i32, i64)], recording: &mut Recording) {
-    record_in(databases(), released, recording);
+/// Before each database, `writing` is told what has been written so far and which database is
+/// next: what a process that ends without unwinding (FATAL) can still say.
+pub fn record_in_every_database(
+    released: &[(i32, i64)],
+    recording: &mut Recording,
+    writing: &mut dyn FnMut(&Recording, &str),
+) {
+    record_in(databases(), released, recording, writing);
 }
 
 /// [`record_in_every_database`], in the databases named only.
@@ -185,16 +231,18 @@ pub fn record_in_databases(names: &[String], released: &[(i32, i64)], recording:
         .into_iter()
         .filter(|(_, name)| names.contains(name))
         .collect();
-    record_in(named, released, recording);
+    record_in(named, released, recording, &mut |_, _| {});
 }
 
 fn record_in(
     databases: Vec<(pg_sys::Oid, String)>,
     released: &[(i32, i64)],
     recording: &mut Recording,
+    writing: &mut dyn FnMut(&Recording, &str),
 ) {
     let job = Job::Record(released.to_vec());
     for (oid, name) in databases {
+        writing(recording, &name);
         match worker::run(oid, &name, &job) {
             Ok(Outcome::Recorded(true)) => recording.written.push(name),
             Ok(Outcome::Recorded(false)) => {}

@@ -423,3 +423,45 @@ pub fn clusters_to_upgrade_from(
     new.set_wall_clock_offset(BEHIND);
     (old, new, old_max)
 }
+
+/// A cluster with `t` keyed by shard 8 in `postgres`, and `owner1`'s database `zdb` (the last by
+/// name) with snowid; a connection of `owner1` there that holds `DROP EXTENSION snowid` open,
+/// and so a lock on its record. Returns the cluster, that connection and t's highest ID.
+pub fn a_record_held_by_an_open_drop() -> (Cluster, Client, i64) {
+    let cluster = cluster_with_rows(8, 100);
+    let old_max = max_id(&mut cluster.client());
+    let mut db = cluster.client();
+    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
+    db.batch_execute("CREATE DATABASE zdb OWNER owner1")
+        .unwrap();
+    let mut owner = cluster.client_as("owner1", "zdb");
+    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
+    owner
+        .batch_execute("BEGIN; DROP EXTENSION snowid;")
+        .unwrap();
+    (cluster, owner, old_max)
+}
+
+/// The shards each database's record lists, by database.
+pub fn recorded_shards(cluster: &Cluster, databases: &[&str]) -> Vec<(String, Vec<i32>)> {
+    databases
+        .iter()
+        .map(|database| {
+            let shards: Vec<i32> = cluster
+                .client_of(database)
+                .query_one("SELECT shards FROM snowid_released_shards", &[])
+                .unwrap()
+                .get(0);
+            (database.to_string(), shards)
+        })
+        .collect()
+}
+
+/// A connection to `database` from another thread (for a statement that waits).
+pub fn connect_to(port: u16, user: &str, database: &str) -> Client {
+    Client::connect(
+        &format!("host=127.0.0.1 port={port} user={user} dbname={database}"),
+        crate::postgres::NoTls,
+    )
+    .unwrap()
+}

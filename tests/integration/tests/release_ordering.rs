@@ -210,28 +210,6 @@ fn an_upgraded_clusters_fence_lifts_under_its_own_epoch() {
     assert_generates_above(&mut new.client(), 8, old_max, "and after a restart");
 }
 
-/// A cluster with `t` keyed by shard 8 in `postgres`, and `owner1`'s database `zdb` (the last by
-/// name) with snowid; a connection of `owner1` there that holds `DROP EXTENSION snowid` open,
-/// and so a lock on its record.
-fn a_record_held_by_an_open_drop() -> (Cluster, Client, i64) {
-    let cluster = cluster_with_rows(8, 100);
-    let old_max = max_id(&mut cluster.client());
-    cluster
-        .client()
-        .batch_execute("CREATE ROLE owner1 LOGIN")
-        .unwrap();
-    cluster
-        .client()
-        .batch_execute("CREATE DATABASE zdb OWNER owner1")
-        .unwrap();
-    let mut owner = cluster.client_as("owner1", "zdb");
-    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
-    owner
-        .batch_execute("BEGIN; DROP EXTENSION snowid;")
-        .unwrap();
-    (cluster, owner, old_max)
-}
-
 /// Row 10. Guards against a cancelled release that said nothing of what held (0.6.0: cancelled
 /// by `statement_timeout` while a worker waited on a lock to write the last database's record,
 /// it raised a plain 57014, and yet shard 7 was released, then and after a restart, with one
@@ -367,7 +345,8 @@ fn a_database_dropped_while_a_release_runs_is_passed_over() {
 /// Guards against a database copied from a template while a release runs, whose copy of the
 /// template's record would say less than the state: the release is held up on another
 /// database's record, `CREATE DATABASE copydb TEMPLATE tdb` waits for it (on the cluster-wide
-/// lock, which `pg_stat_activity` shows), and the copy's record lists the shard.
+/// lock, which `pg_stat_activity` shows as an extension's wait), and the copy's record lists the
+/// shard.
 #[test]
 fn a_database_copied_while_a_release_runs_copies_its_record() {
     let cluster = cluster_with_rows(8, 100);
@@ -411,7 +390,7 @@ fn a_database_copied_while_a_release_runs_copies_its_record() {
         || {
             db.query_one(
                 "SELECT count(*) = 1 FROM pg_stat_activity \
-             WHERE query LIKE 'CREATE DATABASE copydb%' AND wait_event_type = 'Lock'",
+             WHERE query LIKE 'CREATE DATABASE copydb%' AND wait_event_type = 'Extension'",
                 &[],
             )
             .unwrap()
@@ -433,4 +412,65 @@ fn a_database_copied_while_a_release_runs_copies_its_record() {
         .unwrap()
         .get(0);
     assert_eq!(recorded, vec![7], "the copy's record lists the release");
+}
+
+/// Guards against an install whose record is written at commit without the cluster-wide lock
+/// (its record would be written from the state before a release that runs meanwhile, after the
+/// release passed its database: a record saying less than the state). A release is held up on
+/// `zdb`'s record after it passed `odb`; `CREATE EXTENSION snowid` in `odb` commits meanwhile,
+/// and waits for the release (an extension's wait, which `pg_stat_activity` shows); once the
+/// release is done, `odb`'s record lists the released shard.
+#[test]
+fn an_install_that_commits_while_a_release_runs_waits_for_it_and_records_it() {
+    let (cluster, mut owner, _) = a_record_held_by_an_open_drop();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE DATABASE odb").unwrap();
+    let mut installing = cluster.client_of("odb");
+    installing
+        .batch_execute("BEGIN; CREATE EXTENSION snowid;")
+        .unwrap();
+    let port = cluster.port;
+    let releasing = thread::spawn(move || {
+        connect_to(port, "postgres", "postgres")
+            .query_one("SELECT snowid_release(7)", &[])
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|e| describe(&e))
+    });
+    let waiting = |db: &mut Client, sql: &str| -> bool { db.query_one(sql, &[]).unwrap().get(0) };
+    snowid_integration::wait_until(
+        "the release waits for zdb's record",
+        Duration::from_secs(8),
+        || {
+            waiting(
+                &mut db,
+                "SELECT count(*) = 1 FROM pg_stat_activity \
+                 WHERE backend_type = 'snowid' AND datname = 'zdb'",
+            )
+        },
+    );
+    let committing =
+        thread::spawn(move || installing.batch_execute("COMMIT").map_err(|e| describe(&e)));
+    snowid_integration::wait_until(
+        "the install's commit waits for the release",
+        Duration::from_secs(8),
+        || {
+            waiting(
+                &mut db,
+                "SELECT count(*) = 1 FROM pg_stat_activity \
+                 WHERE datname = 'odb' AND query = 'COMMIT' AND wait_event_type = 'Extension'",
+            )
+        },
+    );
+    owner.batch_execute("ROLLBACK").unwrap();
+    releasing
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the release: {e}"));
+    committing
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the install: {e}"));
+    for (database, shards) in recorded_shards(&cluster, &["odb", "postgres", "zdb"]) {
+        assert_eq!(shards, vec![7], "{database}");
+    }
 }

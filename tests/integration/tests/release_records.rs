@@ -334,3 +334,82 @@ fn a_release_that_a_database_cannot_record_changes_nothing() {
         assert_eq!(recorded, vec![7]);
     }
 }
+
+/// Issue 51, item 3. Guards against a release ended by a FATAL error that leaves memory, the
+/// records and the WAL disagreeing (0.7.0: `pg_terminate_backend` of a release while its worker
+/// waited left shard 7 refused in memory and listed as released by `snowid_stats` and the
+/// records, but never durable: after a restart the shard generated again, and a standby never
+/// had the release). Terminated while its worker waits on `zdb`'s record (held by an open `DROP
+/// EXTENSION`), the release is undone as an error undoes it: shard 7 issues here at once, is not
+/// listed as released, and issues after a restart too; the server log says it was not released
+/// and which records list it; the next release writes every record.
+#[test]
+fn a_release_ended_by_pg_terminate_backend_is_undone_and_says_so() {
+    let (mut cluster, owner, _) = a_record_held_by_an_open_drop();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE TABLE t7 (id bigint PRIMARY KEY DEFAULT snowid_next(7))")
+        .unwrap();
+    db.batch_execute("INSERT INTO t7 SELECT FROM generate_series(1, 100)")
+        .unwrap();
+    let old_max = max_of(&mut db, "t7");
+    let mut releasing = connect_to(cluster.port, "postgres", "postgres");
+    let pid: i32 = releasing
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let release = std::thread::spawn(move || {
+        releasing
+            .query_one("SELECT snowid_release(7)", &[])
+            .map(|r| r.get::<_, i64>(0))
+    });
+    snowid_integration::wait_until(
+        "the release waits for zdb's record",
+        std::time::Duration::from_secs(8),
+        || {
+            db.query_one(
+                "SELECT count(*) = 1 FROM pg_stat_activity \
+                 WHERE backend_type = 'snowid' AND datname = 'zdb'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+        },
+    );
+    db.query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    let ended = release.join().unwrap();
+    assert!(ended.is_err(), "the release was terminated: {ended:?}");
+    snowid_integration::wait_until(
+        "the log says what holds",
+        std::time::Duration::from_secs(8),
+        || cluster.log().contains("snowid shard 7 was not released"),
+    );
+    let log = cluster.log();
+    let said = log
+        .lines()
+        .find(|l| l.contains("snowid shard 7 was not released"))
+        .unwrap();
+    assert!(
+        said.contains("issues IDs on this server again") && said.contains("postgres"),
+        "{said}"
+    );
+    let released: bool = db
+        .query_one("SELECT released FROM snowid_stats() WHERE shard = 7", &[])
+        .unwrap()
+        .get(0);
+    assert!(!released, "snowid_stats lists shard 7 as released");
+    let after = assert_generates_above(&mut db, 7, old_max, "after the terminated release");
+    // The restart ends the open DROP EXTENSION too.
+    drop((db, owner));
+    restart(&mut cluster, "fast");
+    let mut db = cluster.client();
+    let after = assert_generates_above(&mut db, 7, after, "after a restart");
+    let last: i64 = db
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap_or_else(|e| panic!("the release again: {}", describe(&e)))
+        .get(0);
+    assert!(last >= after);
+    for (database, shards) in recorded_shards(&cluster, &["postgres", "zdb"]) {
+        assert_eq!(shards, vec![7], "{database}");
+    }
+}
