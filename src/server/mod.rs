@@ -13,7 +13,9 @@
 //! - [`databases`]: what every database of the cluster holds (its snowid keys, its record of the
 //!   released shards), read or written by a background worker in each;
 //! - [`releases`]: a release, a take-back and a fence lift, carried out in the durable state,
-//!   the cluster's witness and every database's record, under one cluster-wide lock;
+//!   the cluster's witness and every database's record as the core plans them, and an install's
+//!   record at its commit;
+//! - [`cluster_lock`]: the one lock that orders those changes, installs and database copies;
 //! - [`resumes`]: the resumes above a number or above every database's keys;
 //! - [`utility_hook`]: what snowid does in PostgreSQL's statements (`pg_upgrade`'s restore,
 //!   `CREATE DATABASE`'s copy of a template);
@@ -21,6 +23,7 @@
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
 pub mod citus;
+pub mod cluster_lock;
 pub mod counters;
 pub mod databases;
 pub mod issuing;

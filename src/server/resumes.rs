@@ -22,10 +22,11 @@
 //! `snowid_take_back` does.
 
 use crate::errors;
+use crate::server::cluster_lock::ClusterLock;
 use crate::server::databases::survey::{DatabaseReport, KeyColumn};
 use crate::server::databases::survey_every_database;
 use crate::server::issuing::{generator, raise_refusal};
-use crate::server::releases::{self, ClusterLock};
+use crate::server::releases;
 use crate::server::settings;
 use crate::server::state::witness;
 use pgrx::prelude::*;

@@ -6,9 +6,9 @@
 //! - `CREATE DATABASE`: the copy of a template, with its record of the released shards, holds
 //!   the cluster-wide lock shared, so that no change of the released shards rewrites the
 //!   template's record meanwhile, and PostgreSQL's own lock on the template, never waiting for
-//!   one while it holds the other (see [`super::releases::hold_for_database_copy`]).
+//!   one while it holds the other (see [`super::cluster_lock::hold_for_database_copy`]).
 
-use crate::server::{pg_upgrade, releases};
+use crate::server::{cluster_lock, pg_upgrade};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -40,7 +40,7 @@ unsafe extern "C-unwind" fn utility_hook(
     unsafe { pg_upgrade::before_utility(pstmt) };
     // SAFETY: as above.
     if let Some(template) = unsafe { template_of_database_copy(pstmt) } {
-        releases::hold_for_database_copy(template);
+        cluster_lock::hold_for_database_copy(template);
     }
     // SAFETY: the arguments are passed on as PostgreSQL gave them, to the previous hook or to
     // PostgreSQL's own processing (which pgrx binds as a Rust function, not a pointer).

@@ -16,7 +16,7 @@
 //! A column of any other type is not read, and said so by name. The caller locks the relation
 //! first, and reads it in a snapshot taken after its lock was granted (see [`super::survey`]).
 
-use super::SafeSearchPath;
+use super::safe_search_path::SafeSearchPath;
 use pgrx::pg_sys;
 use snowid_core::layout;
 use std::ffi::CStr;

@@ -21,9 +21,10 @@
 //! [`super::survey_every_database`] for prepared ones), nor deleted rows, nor keys copied
 //! elsewhere.
 
+use super::failure::Failure;
 use super::key_reads::{self, Column, Found, KeyType};
-use super::release_records::{self, Recorded};
-use super::{Failure, SafeSearchPath};
+use super::record_table::{self, Contents};
+use super::safe_search_path::SafeSearchPath;
 use crate::server::waits;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -60,7 +61,7 @@ pub struct DatabaseReport {
     /// Its key columns.
     pub columns: Vec<KeyColumn>,
     /// What the database records of the shards the cluster released.
-    pub releases: Recorded,
+    pub releases: Contents,
 }
 
 impl DatabaseReport {
@@ -118,7 +119,7 @@ pub fn this_database(wait: bool) -> Result<DatabaseReport, Failure> {
         database,
         snowid,
         columns: Vec::new(),
-        releases: Recorded::Unknown("snowid is not installed there".into()),
+        releases: Contents::Unknown("snowid is not installed there".into()),
     };
     if report.snowid.is_none() {
         return Ok(report);
@@ -135,7 +136,7 @@ pub fn this_database(wait: bool) -> Result<DatabaseReport, Failure> {
         }
         if locks.lock_new(&listed) {
             report.columns = listed.iter().map(|c| read_key_column(c, &locks)).collect();
-            report.releases = Spi::connect(release_records::read).map_err(spi)?;
+            report.releases = Spi::connect(record_table::read).map_err(spi)?;
             drop(snapshot);
             return Ok(report);
         }
@@ -495,7 +496,7 @@ mod tests {
             database: "shop".into(),
             snowid: Some("0.7.0".into()),
             columns: vec![column],
-            releases: Recorded::Listed(vec![(7, 1234)]),
+            releases: Contents::Listed(vec![(7, 1234)]),
         };
         let bytes = serde_json::to_vec(&written).unwrap();
         assert_eq!(

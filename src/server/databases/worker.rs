@@ -26,9 +26,9 @@
 //! waits for; a worker that outlives its caller finds the segment gone, or writes into a queue
 //! nobody reads.
 
-use super::release_records::{self, Written};
+use super::failure::Failure;
+use super::record_table::{self, Written};
 use super::survey::{self, DatabaseReport};
-use super::Failure;
 use crate::server::waits;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
@@ -52,7 +52,7 @@ pub enum Outcome {
     Surveyed(DatabaseReport),
     /// Whether the record was written (false: snowid is not installed there, or its version
     /// keeps no record).
-    Recorded(bool),
+    Written(bool),
 }
 
 /// The settings a worker fixes, whatever the configuration says: each would change what the job
@@ -427,9 +427,9 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
         .unwrap_or_else(|e| error!("snowid's worker cannot read its job: {e}"));
     let outcome = in_own_transaction(|| match &job {
         Job::Survey { wait } => survey::this_database(*wait).map(Outcome::Surveyed),
-        Job::Record(released) => match release_records::write_here(released)? {
-            Written::Record => Ok(Outcome::Recorded(true)),
-            Written::NoRecord => Ok(Outcome::Recorded(false)),
+        Job::Record(released) => match record_table::write_here(released)? {
+            Written::Record => Ok(Outcome::Written(true)),
+            Written::NoRecord => Ok(Outcome::Written(false)),
             Written::Untrusted(why) => Err(Failure::new("42501", why)),
         },
     });

@@ -14,7 +14,8 @@
 //! - `pg_dump` does not dump it (a logical copy carries no release: a server restored from one
 //!   records its own), nor is it meant to be written by hand (SELECT is granted to everyone).
 
-use super::{Failure, SafeSearchPath};
+use super::failure::Failure;
+use super::safe_search_path::SafeSearchPath;
 use crate::server::waits;
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
@@ -27,18 +28,18 @@ pub const TABLE: &str = "snowid_released_shards";
 
 /// What a database records, as a worker reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Recorded {
+pub enum Contents {
     /// Every released shard with its last ID.
     Listed(Vec<(i32, i64)>),
     /// Nothing, and why.
     Unknown(String),
 }
 
-impl Recorded {
+impl Contents {
     pub fn record(&self) -> Record {
         match self {
-            Recorded::Listed(pairs) => Record::Listed(Released::from_pairs(pairs.iter().copied())),
-            Recorded::Unknown(why) => Record::Unknown(why.clone()),
+            Contents::Listed(pairs) => Record::Listed(Released::from_pairs(pairs.iter().copied())),
+            Contents::Unknown(why) => Record::Unknown(why.clone()),
         }
     }
 }
@@ -90,18 +91,18 @@ fn place(client: &pgrx::spi::SpiClient) -> Result<Place, pgrx::spi::Error> {
 }
 
 /// What the current database records. Run with a safe `search_path`.
-pub fn read(client: &pgrx::spi::SpiClient) -> Result<Recorded, pgrx::spi::Error> {
+pub fn read(client: &pgrx::spi::SpiClient) -> Result<Contents, pgrx::spi::Error> {
     let table = match place(client)? {
         Place::Table(table, _) => table,
         Place::NotInstalled => {
-            return Ok(Recorded::Unknown("snowid is not installed there".into()))
+            return Ok(Contents::Unknown("snowid is not installed there".into()))
         }
         Place::NoTable { version } => {
-            return Ok(Recorded::Unknown(format!(
+            return Ok(Contents::Unknown(format!(
                 "its snowid {version} keeps no record of the released shards"
             )))
         }
-        Place::Untrusted(why) => return Ok(Recorded::Unknown(why)),
+        Place::Untrusted(why) => return Ok(Contents::Unknown(why)),
     };
     let mut listed: Option<Released> = None;
     for row in client.select(&format!("SELECT shards, last_ids FROM {table}"), None, &[])? {
@@ -118,8 +119,8 @@ pub fn read(client: &pgrx::spi::SpiClient) -> Result<Recorded, pgrx::spi::Error>
         );
     }
     Ok(match listed {
-        Some(released) => Recorded::Listed(released.pairs()),
-        None => Recorded::Unknown(
+        Some(released) => Contents::Listed(released.pairs()),
+        None => Contents::Unknown(
             "its record is empty: snowid was installed or updated there while the cluster was \
              fenced"
                 .into(),
