@@ -22,13 +22,14 @@ use crate::errors;
 use crate::server::cluster_lock::ClusterLock;
 use crate::server::databases::{self, failure::Failure, record_table};
 use crate::server::issuing::{generator, raise_refusal};
+use crate::server::pg_host::PgHost;
 use crate::server::shared_memory;
 use crate::server::state::{pages, witness};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use snowid_core::durable::Unavailable;
-use snowid_core::generator::Shared;
+use snowid_core::generator::{Generator, Shared};
 use snowid_core::layout::{Parts, Shard};
 use snowid_core::release_plan::{Ending, Failed, InFlight, Plan, Records};
 use snowid_core::release_records::Released;
@@ -41,22 +42,18 @@ use std::panic::AssertUnwindSafe;
 /// this one after its state is lost or `pg_upgrade`. Returns its last ID.
 pub fn release(state: &'static Shared, shard: Shard) -> i64 {
     let _lock = ClusterLock::for_a_change("snowid_release()");
-    let mut records = EveryDatabase::new(state);
-    let _unwinding = Unwinding(state);
-    generator(state)
-        .carry_out_release(shard, &mut records)
-        .unwrap_or_else(|failed| raise(Plan::Release, shard, failed, &records.written_and_left()))
+    carry_out(state, Plan::Release, shard, |g, records| {
+        g.carry_out_release(shard, records)
+    })
 }
 
 /// Takes back a shard released here, above an ID of it its other owner issued. Returns the time
 /// base's new floor.
 pub fn take_back(state: &'static Shared, shard: Shard, above: Parts) -> i64 {
     let _lock = ClusterLock::for_a_change("snowid_take_back()");
-    let mut records = EveryDatabase::new(state);
-    let _unwinding = Unwinding(state);
-    generator(state)
-        .carry_out_take_back(above, &mut records)
-        .unwrap_or_else(|failed| raise(Plan::TakeBack, shard, failed, &records.written_and_left()))
+    carry_out(state, Plan::TakeBack, shard, |g, records| {
+        g.carry_out_take_back(above, records)
+    })
 }
 
 /// Lifts a fence: releases again, durably, each of `released` (a shard with its last ID), then
@@ -65,17 +62,32 @@ pub fn take_back(state: &'static Shared, shard: Shard, above: Parts) -> i64 {
 /// floor.
 pub fn lift_fence(state: &'static Shared, above: Parts, released: &[(Shard, i64)]) -> i64 {
     let shard = Shard::new(above.shard).unwrap_or_else(|| errors::shard_out_of_range(above.shard));
+    carry_out(state, Plan::FenceLift, shard, |g, records| {
+        g.carry_out_fence_lift(above, released, records)
+    })
+}
+
+/// Carries a plan out (`change`, one of the core's `carry_out_*`) with every database's records,
+/// and raises what a failure came to.
+fn carry_out(
+    state: &'static Shared,
+    plan: Plan,
+    shard: Shard,
+    change: impl FnOnce(
+        &Generator<'_, PgHost>,
+        &mut EveryDatabase,
+    ) -> Result<i64, Failed<Unrecorded, Unavailable>>,
+) -> i64 {
     let mut records = EveryDatabase::new(state);
     let _unwinding = Unwinding(state);
-    generator(state)
-        .carry_out_fence_lift(above, released, &mut records)
-        .unwrap_or_else(|failed| raise(Plan::FenceLift, shard, failed, &records.written_and_left()))
+    change(&generator(state), &mut records)
+        .unwrap_or_else(|failed| raise(plan, shard, failed, &records.written_and_left()))
 }
 
 /// Why the witness or a record was not written.
 pub enum Unrecorded {
     /// A database could not write its record.
-    Database { database: String, failure: Failure },
+    Database(Box<(String, Failure)>),
     /// An error of this process (a cancel, most often) ended the writing.
     Interrupted { code: String, message: String },
 }
@@ -100,9 +112,7 @@ fn raise(
         Failed::Unrecorded { failure, .. } => failure,
     };
     let (database, code, why) = match &unrecorded {
-        Unrecorded::Database { database, failure } => {
-            (Some(database.as_str()), &failure.code, failure.describe())
-        }
+        Unrecorded::Database(why) => (Some(why.0.as_str()), &why.1.code, why.1.describe()),
         Unrecorded::Interrupted { code, message } => (None, code, message.clone()),
     };
     let n = shard.get();
@@ -170,7 +180,7 @@ impl Records for EveryDatabase {
 
     fn ending(failure: &Unrecorded) -> Ending {
         match failure {
-            Unrecorded::Database { .. } => Ending::Error,
+            Unrecorded::Database(_) => Ending::Error,
             Unrecorded::Interrupted { .. } => Ending::Cancel,
         }
     }
@@ -205,7 +215,7 @@ impl Records for EveryDatabase {
         };
         let outcome = PgTryBuilder::new(AssertUnwindSafe(|| {
             databases::write_every_record(&pairs, &mut written.borrow_mut(), &mut before)
-                .map_err(|(database, failure)| Unrecorded::Database { database, failure })
+                .map_err(|why| Unrecorded::Database(Box::new(why)))
         }))
         .catch_others(|caught| match caught {
             CaughtError::PostgresError(e)
@@ -360,10 +370,9 @@ impl Records for OwnRecord {
             pg_sys::PopActiveSnapshot();
             pg_sys::SetUserIdAndSecContext(user, context);
         }
-        written.map(|_| ()).map_err(|failure| Unrecorded::Database {
-            database: String::new(),
-            failure,
-        })
+        written
+            .map(|_| ())
+            .map_err(|failure| Unrecorded::Database(Box::new((String::new(), failure))))
     }
 
     fn write_back(&mut self, _: &Released) {}

@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, not_run, ran, Cluster};
+use snowid_integration::{code, not_run, one, ran, Cluster};
 
 /// Sets up `owner1`'s trap: the table it logs into, the logging function, and IMMUTABLE wrappers
 /// for places that want one (index expressions, predicates, partition keys, statistics, CHECKs).
@@ -208,10 +208,7 @@ fn no_code_of_a_database_owner_runs_as_the_superuser() {
     assert_no_code_ran_as_a_superuser(&cluster, "after the resumes");
     // A release and a take-back write the records of mdb and cdb, running nothing of owner1's.
     let mut db = cluster.client();
-    let last: i64 = db
-        .query_one("SELECT snowid_release(9)", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = one(&mut db, "SELECT snowid_release(9)", &[]);
     for database in ["mdb", "cdb"] {
         let recorded: Vec<i32> = cluster
             .client_of(database)
@@ -314,10 +311,11 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
         .options("-c statement_timeout=0 -c lock_timeout=0 -c session_authorization=postgres")
         .connect(snowid_integration::postgres::NoTls)
         .unwrap();
-    let recorded: Vec<i32> = mdb
-        .query_one("SELECT shards FROM public.snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(
+        &mut mdb,
+        "SELECT shards FROM public.snowid_released_shards",
+        &[],
+    );
     assert_eq!(recorded, vec![7], "mdb records the release");
     drop(mdb);
     drop(db);
@@ -391,12 +389,7 @@ fn a_key_stored_ahead_moves_the_time_base_no_further_than_the_superuser_accepts(
     let err = db
         .query("SELECT * FROM snowid_resume_above_columns()", &[])
         .expect_err("a key 50 minutes ahead");
-    assert_eq!(code(&err), "55000", "{}", describe(&err));
-    assert!(
-        describe(&err).contains("50.0 minutes ahead"),
-        "{}",
-        describe(&err)
-    );
+    assert_error(&err, "55000", &["50.0 minutes ahead"]);
     assert!(
         describe(&err).contains("accept_ahead => '"),
         "{}",
@@ -509,19 +502,13 @@ fn assert_names_mdb_and(err: &snowid_integration::postgres::Error, pid: i32, wha
 fn a_database_held_locked_by_its_owner_stalls_no_statement_past_the_bound() {
     let mut cluster = cluster_with_an_owners_database();
     let mut db = cluster.client();
-    let last9: i64 = db
-        .query_one("SELECT snowid_release(9)", &[])
-        .unwrap()
-        .get(0);
+    let last9: i64 = one(&mut db, "SELECT snowid_release(9)", &[]);
     let hold = |cluster: &Cluster| {
         let mut owner = cluster.client_as("owner1", "postgres");
         owner
             .batch_execute("BEGIN; ALTER DATABASE mdb RENAME TO mdb_renamed;")
             .unwrap();
-        let pid: i32 = owner
-            .query_one("SELECT pg_backend_pid()", &[])
-            .unwrap()
-            .get(0);
+        let pid: i32 = one(&mut owner, "SELECT pg_backend_pid()", &[]);
         (owner, pid)
     };
     let (mut owner, pid) = hold(&cluster);
@@ -538,12 +525,7 @@ fn a_database_held_locked_by_its_owner_stalls_no_statement_past_the_bound() {
             .expect_err("cancelled while mdb is locked")
     };
     assert!(started.elapsed() < BOUND / 2, "the cancel ended the wait");
-    assert_eq!(code(&err), "57014", "{}", describe(&err));
-    assert!(
-        describe(&err).contains("was taken back"),
-        "{}",
-        describe(&err)
-    );
+    assert_error(&err, "57014", &["was taken back"]);
     owner.batch_execute("ROLLBACK").unwrap();
     drop((db, owner));
     lose_state(&mut cluster);
@@ -577,26 +559,16 @@ fn a_copy_waiting_for_its_template_holds_nothing_of_snowids() {
     commenting
         .batch_execute("BEGIN; COMMENT ON DATABASE mdb IS 'held';")
         .unwrap();
-    let pid: i32 = commenting
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let pid: i32 = one(&mut commenting, "SELECT pg_backend_pid()", &[]);
     let port = cluster.port;
     let copying = std::thread::spawn(move || {
         connect_to(port, "owner1", "postgres").batch_execute("CREATE DATABASE mcopy TEMPLATE mdb")
     });
-    snowid_integration::wait_until(
+    snowid_integration::wait_for(
+        &mut db,
         "the copy waits for its template",
-        std::time::Duration::from_secs(8),
-        || {
-            db.query_one(
-                "SELECT count(*) = 1 FROM pg_stat_activity
+        "SELECT count(*) = 1 FROM pg_stat_activity
                  WHERE query LIKE 'CREATE DATABASE mcopy%' AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .unwrap()
-            .get(0)
-        },
     );
     let snowids: i64 = db
         .query_one(
@@ -742,10 +714,7 @@ fn no_setting_of_a_database_or_role_steers_the_worker() {
         let mut mdb = superuser_in(&cluster, "mdb");
         mdb.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 2000)")
             .unwrap();
-        let file: String = mdb
-            .query_one("SELECT pg_relation_filepath('t')", &[])
-            .unwrap()
-            .get(0);
+        let file: String = one(&mut mdb, "SELECT pg_relation_filepath('t')", &[]);
         (file, max_of(&mut mdb, "t"))
     };
     drop(db);

@@ -8,8 +8,7 @@
 //! one issued; its resume accepts that ([`ACCEPTED_AHEAD`]).
 
 use snowid_integration::fences::*;
-use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 use std::thread;
 use std::time::Duration;
 
@@ -54,10 +53,7 @@ fn a_release_in_the_transaction_that_installs_is_recorded() {
          COMMIT;",
     )
     .unwrap();
-    let recorded: Vec<i32> = db
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut db, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(recorded, vec![7], "recorded at commit");
     drop(db);
     upgrade_and_resume(old, &mut new, "postgres");
@@ -148,10 +144,7 @@ fn a_transaction_that_installs_cannot_be_prepared() {
         .expect_err("refused");
     assert_eq!(code(&err), "0A000", "{}", describe(&err));
     let _ = other.batch_execute("ROLLBACK");
-    let prepared: i64 = db
-        .query_one("SELECT count(*) FROM pg_prepared_xacts", &[])
-        .unwrap()
-        .get(0);
+    let prepared: i64 = one(&mut db, "SELECT count(*) FROM pg_prepared_xacts", &[]);
     assert_eq!(prepared, 0);
     other.batch_execute("CREATE EXTENSION snowid").unwrap();
 }
@@ -246,21 +239,17 @@ fn a_release_cancelled_or_failing_before_it_is_durable_is_not_made_and_says_so()
     let err = db
         .query_one("SELECT snowid_release(7)", &[])
         .expect_err("zdb's record stays locked");
-    assert_eq!(code(&err), "55P03", "{}", describe(&err));
-    assert!(
-        describe(&err).contains("snowid cannot release shard 7: database \"zdb\" cannot record it"),
-        "{}",
-        describe(&err)
+    assert_error(
+        &err,
+        "55P03",
+        &["snowid cannot release shard 7: database \"zdb\" cannot record it"],
     );
     let after = assert_generates_above(&mut db, 7, after, "after the refused release");
     drop(db);
     restart(&mut cluster, "fast");
     let mut db = cluster.client();
     assert_generates_above(&mut db, 7, after, "after a restart");
-    let recorded: Vec<i32> = db
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut db, "SELECT shards FROM snowid_released_shards", &[]);
     assert!(
         recorded.is_empty(),
         "written back as the state has it: {recorded:?}"
@@ -284,33 +273,15 @@ fn a_release_cancelled_or_failing_before_it_is_durable_is_not_made_and_says_so()
 /// is 22004.
 #[test]
 fn a_database_dropped_while_a_release_runs_is_passed_over() {
-    let cluster = cluster_with_rows(8, 100);
+    let (cluster, mut owner, _) = a_record_held_by_an_open_drop_in("adb");
     let mut db = cluster.client();
-    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
-    db.batch_execute("CREATE DATABASE adb OWNER owner1")
-        .unwrap();
     db.batch_execute("CREATE DATABASE zdb").unwrap();
     cluster
         .client_of("zdb")
         .batch_execute("CREATE EXTENSION snowid")
         .unwrap();
-    let mut owner = cluster.client_as("owner1", "adb");
-    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
-    owner
-        .batch_execute("BEGIN; DROP EXTENSION snowid;")
-        .unwrap();
     // The release waits on adb's record (the first by name); zdb is dropped meanwhile.
-    let port = cluster.port;
-    let releasing = thread::spawn(move || {
-        let mut db = snowid_integration::postgres::Client::connect(
-            &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
-            snowid_integration::postgres::NoTls,
-        )
-        .unwrap();
-        db.query_one("SELECT snowid_release(7)", &[])
-            .map(|r| r.get::<_, i64>(0))
-            .map_err(|e| describe(&e))
-    });
+    let releasing = release_in_a_thread(cluster.port, 7);
     thread::sleep(Duration::from_millis(1500));
     db.batch_execute("DROP DATABASE zdb").unwrap();
     owner.batch_execute("ROLLBACK").unwrap();
@@ -320,10 +291,7 @@ fn a_database_dropped_while_a_release_runs_is_passed_over() {
         .unwrap_or_else(|e| panic!("the release with zdb dropped: {e}"));
     assert!(last > 0);
     assert_released(&mut db, 7, "after the release");
-    let recorded: Vec<i32> = owner
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut owner, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(recorded, vec![7], "adb records it");
 
     let err = db
@@ -349,53 +317,27 @@ fn a_database_dropped_while_a_release_runs_is_passed_over() {
 /// shard.
 #[test]
 fn a_database_copied_while_a_release_runs_copies_its_record() {
-    let cluster = cluster_with_rows(8, 100);
+    let (cluster, owner, _) = a_record_held_by_an_open_drop_in("adb");
     let mut db = cluster.client();
-    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
-    db.batch_execute("CREATE DATABASE adb OWNER owner1")
-        .unwrap();
     db.batch_execute("CREATE DATABASE tdb").unwrap();
     cluster
         .client_of("tdb")
         .batch_execute("CREATE EXTENSION snowid")
         .unwrap();
-    let mut owner = cluster.client_as("owner1", "adb");
-    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
-    owner
-        .batch_execute("BEGIN; DROP EXTENSION snowid;")
-        .unwrap();
+    let mut owner = owner;
     let port = cluster.port;
-    let connect = move || {
-        snowid_integration::postgres::Client::connect(
-            &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
-            snowid_integration::postgres::NoTls,
-        )
-        .unwrap()
-    };
-    let releasing = thread::spawn(move || {
-        connect()
-            .query_one("SELECT snowid_release(7)", &[])
-            .map(|r| r.get::<_, i64>(0))
-            .map_err(|e| describe(&e))
-    });
+    let releasing = release_in_a_thread(port, 7);
     thread::sleep(Duration::from_millis(1500));
     let copying = thread::spawn(move || {
-        connect()
+        connect_to(port, "postgres", "postgres")
             .batch_execute("CREATE DATABASE copydb TEMPLATE tdb")
             .map_err(|e| describe(&e))
     });
-    snowid_integration::wait_until(
+    snowid_integration::wait_for(
+        &mut db,
         "the copy waits for the release",
-        Duration::from_secs(8),
-        || {
-            db.query_one(
-                "SELECT count(*) = 1 FROM pg_stat_activity \
+        "SELECT count(*) = 1 FROM pg_stat_activity \
              WHERE query LIKE 'CREATE DATABASE copydb%' AND wait_event_type = 'Extension'",
-                &[],
-            )
-            .unwrap()
-            .get(0)
-        },
     );
     owner.batch_execute("ROLLBACK").unwrap();
     releasing
@@ -429,37 +371,20 @@ fn an_install_that_commits_while_a_release_runs_waits_for_it_and_records_it() {
     installing
         .batch_execute("BEGIN; CREATE EXTENSION snowid;")
         .unwrap();
-    let port = cluster.port;
-    let releasing = thread::spawn(move || {
-        connect_to(port, "postgres", "postgres")
-            .query_one("SELECT snowid_release(7)", &[])
-            .map(|r| r.get::<_, i64>(0))
-            .map_err(|e| describe(&e))
-    });
-    let waiting = |db: &mut Client, sql: &str| -> bool { db.query_one(sql, &[]).unwrap().get(0) };
-    snowid_integration::wait_until(
+    let releasing = release_in_a_thread(cluster.port, 7);
+    snowid_integration::wait_for(
+        &mut db,
         "the release waits for zdb's record",
-        Duration::from_secs(8),
-        || {
-            waiting(
-                &mut db,
-                "SELECT count(*) = 1 FROM pg_stat_activity \
+        "SELECT count(*) = 1 FROM pg_stat_activity \
                  WHERE backend_type = 'snowid' AND datname = 'zdb'",
-            )
-        },
     );
     let committing =
         thread::spawn(move || installing.batch_execute("COMMIT").map_err(|e| describe(&e)));
-    snowid_integration::wait_until(
+    snowid_integration::wait_for(
+        &mut db,
         "the install's commit waits for the release",
-        Duration::from_secs(8),
-        || {
-            waiting(
-                &mut db,
-                "SELECT count(*) = 1 FROM pg_stat_activity \
+        "SELECT count(*) = 1 FROM pg_stat_activity \
                  WHERE datname = 'odb' AND query = 'COMMIT' AND wait_event_type = 'Extension'",
-            )
-        },
     );
     owner.batch_execute("ROLLBACK").unwrap();
     releasing

@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 
 /// Server A: `snowid.shards` names shard 7 explicitly, a table `t` keyed by shard 8 and `t7` by
 /// shard 7, shard 8 issued last, and shard 7 released. Returns A, the last ID
@@ -30,10 +30,7 @@ fn a_with_shard_7_released(a: Cluster) -> (Cluster, i64, i64) {
          INSERT INTO t SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let last7: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last7: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     assert!(last7 >= max_of(&mut db, "t7"), "the release's last ID");
     let a8_max = max_id(&mut db);
     drop(db);
@@ -54,10 +51,7 @@ fn assert_released_until_taken_back(cluster: &mut Cluster, last7: i64, a8_max: i
         assert_generates_above(&mut db, 8, a8_max, &when);
     }
     let mut db = cluster.client();
-    let again: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let again: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     assert!(
         again >= last7,
         "{when}: a release again returned {again}, below the recorded last ID {last7}"
@@ -144,26 +138,17 @@ fn every_database_records_a_release() {
     a.client().batch_execute("CREATE DATABASE first").unwrap();
     let mut first = a.client_of("first");
     first.batch_execute("CREATE EXTENSION snowid").unwrap();
-    let last7: i64 = first
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last7: i64 = one(&mut first, "SELECT snowid_release(7)", &[]);
     a.client().batch_execute("CREATE DATABASE other").unwrap();
     let mut other = a.client_of("other");
     other.batch_execute("CREATE EXTENSION snowid").unwrap();
-    let recorded: Vec<i32> = other
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut other, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(
         recorded,
         vec![7],
         "a new database records the releases at install"
     );
-    let last9: i64 = first
-        .query_one("SELECT snowid_release(9)", &[])
-        .unwrap()
-        .get(0);
+    let last9: i64 = one(&mut first, "SELECT snowid_release(9)", &[]);
     drop(first);
     for database in ["postgres", "other"] {
         let row = a
@@ -183,10 +168,11 @@ fn every_database_records_a_release() {
     a.client().batch_execute("CREATE DATABASE late").unwrap();
     let mut late = a.client_of("late");
     late.batch_execute("CREATE EXTENSION snowid").unwrap();
-    let rows: i64 = late
-        .query_one("SELECT count(*) FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 = one(
+        &mut late,
+        "SELECT count(*) FROM snowid_released_shards",
+        &[],
+    );
     assert_eq!(rows, 0, "installed while fenced: no record");
     resume(&mut a.client(), a8_max);
     let mut db = a.client();
@@ -195,10 +181,7 @@ fn every_database_records_a_release() {
         assert_released(&mut late, shard, "after the resume, in the late database");
     }
     assert_generates_above(&mut db, 8, a8_max, "after the resume");
-    let recorded: Vec<i32> = late
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut late, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(
         recorded,
         vec![7, 9],
@@ -320,17 +303,11 @@ fn a_release_that_a_database_cannot_record_changes_nothing() {
     other
         .batch_execute("ALTER TABLE snowid_released_shards OWNER TO postgres")
         .unwrap();
-    let last: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     assert!(last >= old_max);
     assert_released(&mut db, 7, "once every database can record it");
     for records in [&mut db, &mut other] {
-        let recorded: Vec<i32> = records
-            .query_one("SELECT shards FROM snowid_released_shards", &[])
-            .unwrap()
-            .get(0);
+        let recorded: Vec<i32> = one(records, "SELECT shards FROM snowid_released_shards", &[]);
         assert_eq!(recorded, vec![7]);
     }
 }
@@ -353,27 +330,17 @@ fn a_release_ended_by_pg_terminate_backend_is_undone_and_says_so() {
         .unwrap();
     let old_max = max_of(&mut db, "t7");
     let mut releasing = connect_to(cluster.port, "postgres", "postgres");
-    let pid: i32 = releasing
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let pid: i32 = one(&mut releasing, "SELECT pg_backend_pid()", &[]);
     let release = std::thread::spawn(move || {
         releasing
             .query_one("SELECT snowid_release(7)", &[])
             .map(|r| r.get::<_, i64>(0))
     });
-    snowid_integration::wait_until(
+    snowid_integration::wait_for(
+        &mut db,
         "the release waits for zdb's record",
-        std::time::Duration::from_secs(8),
-        || {
-            db.query_one(
-                "SELECT count(*) = 1 FROM pg_stat_activity \
+        "SELECT count(*) = 1 FROM pg_stat_activity \
                  WHERE backend_type = 'snowid' AND datname = 'zdb'",
-                &[],
-            )
-            .unwrap()
-            .get(0)
-        },
     );
     db.query_one("SELECT pg_terminate_backend($1)", &[&pid])
         .unwrap();
@@ -393,10 +360,11 @@ fn a_release_ended_by_pg_terminate_backend_is_undone_and_says_so() {
         said.contains("issues IDs on this server again") && said.contains("postgres"),
         "{said}"
     );
-    let released: bool = db
-        .query_one("SELECT released FROM snowid_stats() WHERE shard = 7", &[])
-        .unwrap()
-        .get(0);
+    let released: bool = one(
+        &mut db,
+        "SELECT released FROM snowid_stats() WHERE shard = 7",
+        &[],
+    );
     assert!(!released, "snowid_stats lists shard 7 as released");
     let after = assert_generates_above(&mut db, 7, old_max, "after the terminated release");
     // The restart ends the open DROP EXTENSION too.

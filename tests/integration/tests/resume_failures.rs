@@ -8,7 +8,7 @@
 //! so that a server that generates from its clock issues IDs below the old ones.
 
 use snowid_integration::fences::*;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 
 /// A second database, `other`, with snowid and a table `u` keyed by `snowid_next(6)` holding
 /// 1,000 rows issued after `t`'s; returns their highest ID.
@@ -115,10 +115,7 @@ fn a_database_that_cannot_be_read_leaves_the_fence_in_place() {
         "CREATE TABLE b (id bigint PRIMARY KEY DEFAULT snowid_next(8));
          INSERT INTO b SELECT FROM generate_series(1, 10);",
     );
-    let file: String = broken
-        .query_one("SELECT pg_relation_filepath('b')", &[])
-        .unwrap()
-        .get(0);
+    let file: String = one(&mut broken, "SELECT pg_relation_filepath('b')", &[]);
     let b_max = max_of(&mut broken, "b");
     drop(broken);
     cluster.stop("fast");
@@ -264,10 +261,7 @@ fn a_resume_reads_inheritance_children_through_their_parent() {
          INSERT INTO p SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let in_parent: i64 = db
-        .query_one("SELECT count(*) FROM ONLY p", &[])
-        .unwrap()
-        .get(0);
+    let in_parent: i64 = one(&mut db, "SELECT count(*) FROM ONLY p", &[]);
     assert_eq!(
         in_parent, 0,
         "every row is in the child (the test is sharp)"
@@ -349,10 +343,11 @@ fn every_hint_followed_word_for_word_lifts_the_fence_above_every_key() {
          INSERT INTO tb VALUES
              (snowid_from_timestamp(clock_timestamp() + interval '5 minutes', 7));",
     );
-    let tt_max: i64 = app
-        .query_one("SELECT max(id::bigint) FROM tt WHERE id ~ '^[0-9]+$'", &[])
-        .unwrap()
-        .get(0);
+    let tt_max: i64 = one(
+        &mut app,
+        "SELECT max(id::bigint) FROM tt WHERE id ~ '^[0-9]+$'",
+        &[],
+    );
     let tb_max = max_of(&mut app, "tb");
     assert!(
         tb_max > tt_max,

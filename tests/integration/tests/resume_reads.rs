@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 
 /// The highest key of a text column, as an ID.
 fn max_text_key(db: &mut Client, table: &str) -> i64 {
@@ -97,10 +97,7 @@ fn the_resume_refuses_keys_it_cannot_read() {
          INSERT INTO orders SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let hidden: i64 = db
-        .query_one("SELECT max(substr(k, 7)::bigint) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let hidden: i64 = one(&mut db, "SELECT max(substr(k, 7)::bigint) FROM orders", &[]);
     drop(db);
     lose_the_state(&mut cluster, 5, hidden);
     let mut db = cluster.client();
@@ -335,19 +332,11 @@ fn tables_rewritten_or_refilled_while_the_resume_waits_are_read_whole() {
     let resume =
         std::thread::spawn(move || resume_rows(&mut connect_to(port, "postgres", "postgres")));
     let mut watch = cluster.client();
-    snowid_integration::wait_until(
+    snowid_integration::wait_for(
+        &mut watch,
         "the resume waits for a table's lock",
-        std::time::Duration::from_secs(8),
-        || {
-            watch
-                .query_one(
-                    "SELECT count(*) > 0 FROM pg_stat_activity \
+        "SELECT count(*) > 0 FROM pg_stat_activity \
                      WHERE backend_type = 'snowid' AND wait_event_type = 'Extension'",
-                    &[],
-                )
-                .unwrap()
-                .get(0)
-        },
     );
     for session in &mut sessions {
         session.batch_execute("COMMIT").unwrap();
@@ -387,10 +376,11 @@ fn the_highest_key_comes_from_a_descending_index_and_never_from_a_partial_one() 
          INSERT INTO tp SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let middle: i64 = db
-        .query_one("SELECT id FROM tp ORDER BY id OFFSET 500 LIMIT 1", &[])
-        .unwrap()
-        .get(0);
+    let middle: i64 = one(
+        &mut db,
+        "SELECT id FROM tp ORDER BY id OFFSET 500 LIMIT 1",
+        &[],
+    );
     db.batch_execute(&format!(
         "CREATE INDEX tp_older ON tp (id) WHERE id < {middle}; ANALYZE td, tp;"
     ))
