@@ -36,3 +36,13 @@ COMMENT ON FUNCTION @extschema@.snowid_partition_ddl(pg_catalog.regclass, pg_cat
 -- at a superuser's release.
 ALTER TABLE @extschema@.snowid_released_shards SET ACCESS METHOD heap;
 ALTER TABLE @extschema@.snowid_released_shards SET TABLESPACE pg_default;
+-- The cluster-wide statements (issues 51 and 53): snowid_resume_above is the Rust function of its
+-- own name, whose symbol also serves 0.6.0's one-argument shape; 0.7.0's symbol stays exported
+-- for databases not yet updated.
+CREATE OR REPLACE FUNCTION @extschema@.snowid_resume_above(
+    "id" pg_catalog.int8,
+    "skip_databases" pg_catalog.text[] DEFAULT NULL
+) RETURNS pg_catalog.timestamptz
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowid_resume_above_wrapper';

@@ -18,9 +18,10 @@
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
 //! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or with no shards (or before its shards are learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); converting a column with another default, with values at or above the first ID, or below which a table cannot be read (a foreign table, another session's temporary table); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 55P03 | snowid's cluster-wide lock held past its bound by another release, take-back, fence lift, install's commit or `CREATE DATABASE` |
 //! | 0A000 | preparing a transaction that installed or updated snowid |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
-//! | (the cause's) | a database a resume reads, or a change records in, failed: its own SQLSTATE (a missing file, a lock held too long, ...), with the database named |
+//! | (the cause's) | a database a resume reads, or a change records in, failed: its own SQLSTATE (a missing file, a damaged page, a lock on a table, a record or the database itself held past the bound (55P03), ...), with the database named |
 //! | XX001 | the durable state's pages are damaged |
 
 use pgrx::pg_sys::panic::ErrorReport;
@@ -391,8 +392,64 @@ pub fn no_key_columns() -> ! {
     )
 }
 
+/// What a resume that was refused had been told: the databases it was to leave out, and the ID
+/// it was given (a resume by number), which every hint it gives keeps, so that no hint leads to
+/// a resume below what the superuser said, or below keys the refused one read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Told<'a> {
+    pub skipped: &'a [String],
+    pub given: Option<i64>,
+}
+
+impl Told<'_> {
+    /// The resume by number a hint gives: above `<that ID>` (the superuser's to find), and above
+    /// `at_least` and the ID given, leaving out the databases skipped and `skip`.
+    fn by_number(&self, at_least: Option<i64>, skip: &[&str]) -> String {
+        let floor = at_least.into_iter().chain(self.given).max();
+        let above = match floor {
+            Some(floor) => format!("GREATEST(<that ID>, {floor})"),
+            None => "<that ID>".into(),
+        };
+        format!(
+            "SELECT snowid_resume_above({above}{});",
+            self.skip_argument(skip)
+        )
+    }
+
+    /// `, skip_databases => '{...}'` for the databases skipped and `skip`, or nothing.
+    fn skip_argument(&self, skip: &[&str]) -> String {
+        let mut all: Vec<&str> = self.skipped.iter().map(String::as_str).collect();
+        all.extend(skip);
+        all.sort_unstable();
+        all.dedup();
+        match all.is_empty() {
+            true => String::new(),
+            false => format!(", skip_databases => {}", text_array_literal(&all)),
+        }
+    }
+}
+
+/// A `text[]` literal of `items`, as a quoted SQL string: `'{a,"b c"}'`.
+fn text_array_literal(items: &[&str]) -> String {
+    let elements: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let plain = !item.is_empty()
+                && !item.eq_ignore_ascii_case("null")
+                && item
+                    .chars()
+                    .all(|c| !matches!(c, '{' | '}' | ',' | '"' | '\\') && !c.is_whitespace());
+            match plain {
+                true => item.to_string(),
+                false => format!("\"{}\"", item.replace('\\', "\\\\").replace('"', "\\\"")),
+            }
+        })
+        .collect();
+    format!("'{{{}}}'", elements.join(",").replace('\'', "''"))
+}
+
 #[track_caller]
-pub fn survey_failed(database: &str, sqlstate: &str, reason: &str) -> ! {
+pub fn survey_failed(database: &str, sqlstate: &str, reason: &str, told: &Told) -> ! {
     raise(
         code_of(sqlstate),
         format!("snowid could not read the snowid keys of database \"{database}\""),
@@ -402,8 +459,8 @@ pub fn survey_failed(database: &str, sqlstate: &str, reason: &str) -> ! {
         ))),
         Some(format!(
             "Fix the cause and run it again; or, knowing the highest snowid key that database \
-             holds, resume above it by number without reading it: SELECT \
-             snowid_resume_above(<that ID>, skip_databases => '{{{database}}}');"
+             holds, resume above it by number without reading it: {}",
+            told.by_number(None, &[database])
         )),
     )
 }
@@ -452,8 +509,20 @@ pub struct UnreadableColumn {
     pub why: String,
 }
 
+/// The highest key a refused resume read in the databases its hint leaves out, and where.
+pub struct ReadThere {
+    pub id: i64,
+    pub database: String,
+    pub table: String,
+    pub column: String,
+}
+
 #[track_caller]
-pub fn keys_unreadable(columns: &[UnreadableColumn]) -> ! {
+pub fn keys_unreadable(
+    columns: &[UnreadableColumn],
+    read_there: Option<&ReadThere>,
+    told: &Told,
+) -> ! {
     let list: Vec<String> = columns
         .iter()
         .map(|c| {
@@ -463,27 +532,34 @@ pub fn keys_unreadable(columns: &[UnreadableColumn]) -> ! {
             )
         })
         .collect();
-    let mut databases: Vec<&str> = columns.iter().map(|c| c.database.as_str()).collect();
-    databases.sort_unstable();
-    databases.dedup();
+    let databases: Vec<&str> = columns.iter().map(|c| c.database.as_str()).collect();
+    let read = match read_there {
+        Some(r) => format!(
+            " What it could read of those databases goes up to key {}, in {}.{} of database \
+             \"{}\": a resume that leaves them out must rise above that too.",
+            r.id, r.table, r.column, r.database
+        ),
+        None => String::new(),
+    };
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowid cannot read every key of a column whose default calls snowid_next".into(),
         Some(detail_line(&format!(
             "a resume rises above the highest snowid key of every database, and cannot tell how \
-             high these go, so nothing was changed: {}",
+             high these go, so nothing was changed: {}.{read}",
             list.join("; ")
         ))),
         Some(format!(
             "Fix what keeps them from being read and run the resume again. Or find the highest \
              snowid ID among them yourself and resume above it by number, without reading those \
-             databases: SELECT snowid_resume_above(<that ID>, skip_databases => '{{{}}}');",
-            databases.join(",")
+             databases: {}",
+            told.by_number(read_there.map(|r| r.id), &databases)
         )),
     )
 }
 
 #[track_caller]
+#[allow(clippy::too_many_arguments)]
 pub fn key_far_ahead(
     database: &str,
     table: &str,
@@ -491,8 +567,23 @@ pub fn key_far_ahead(
     key: i64,
     ahead_ms: i64,
     unreviewed_ms: i64,
+    told: &Told,
 ) -> ! {
     let minutes = (ahead_ms + 59_999) / 60_000;
+    let by_number = format!(
+        "SELECT snowid_resume_above({}{});",
+        told.given.map_or(key, |given| given.max(key)),
+        told.skip_argument(&[])
+    );
+    // Accepting is for the resume of every column; a resume by number keeps its number.
+    let accept = match told.given {
+        Some(_) => String::new(),
+        None => format!(
+            "accept it: SELECT * FROM snowid_resume_above_columns(accept_ahead => '{minutes} \
+             minutes'{}); or ",
+            told.skip_argument(&[])
+        ),
+    };
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
@@ -508,10 +599,8 @@ pub fn key_far_ahead(
         )),
         Some(format!(
             "If the key is genuine (this server's clock is behind, after a restore or a failover \
-             to a server whose clock was set back), accept it: SELECT * FROM \
-             snowid_resume_above_columns(accept_ahead => '{minutes} minutes'); or resume above it \
-             by number: SELECT snowid_resume_above({key}); otherwise correct or remove that row, \
-             and run the resume again."
+             to a server whose clock was set back), {accept}resume above it by number: \
+             {by_number} otherwise correct or remove that row, and run the resume again."
         )),
     )
 }
@@ -618,9 +707,9 @@ pub fn release_not_recordable(
             )
         )),
         Some(format!(
-            "Fix the cause (a transaction holding a lock on that database's \
-             snowid_released_shards shows in pg_locks), then run SELECT snowid_release({shard}); \
-             again."
+            "Fix the cause (a transaction holding a lock on that database, or on its \
+             snowid_released_shards, shows in pg_locks), then run SELECT \
+             snowid_release({shard}); again."
         )),
     )
 }
@@ -696,6 +785,24 @@ pub fn fence_lift_not_recorded(
         Some(
             "Once every database can be written, SELECT snowid_release(<a released shard>); \
              writes every record again."
+                .into(),
+        ),
+    )
+}
+
+#[track_caller]
+pub fn cluster_lock_held(what: &str, bound: &str, holders: &str) -> ! {
+    raise(
+        ERRCODE_LOCK_NOT_AVAILABLE,
+        format!("snowid's cluster-wide lock stayed held for {bound} by {holders}"),
+        Some(format!(
+            "A release, a take-back, a resume that lifts a fence, the commit of CREATE EXTENSION \
+             snowid or ALTER EXTENSION snowid UPDATE, and CREATE DATABASE each take it, and none \
+             waits for it longer than {bound}; {what} did not get it, and nothing was changed."
+        )),
+        Some(
+            "Let that statement finish (pg_stat_activity shows it, pg_locks the lock: advisory, \
+             database 0, classid 1936617335), or end it, and run this again."
                 .into(),
         ),
     )

@@ -158,6 +158,11 @@ pub fn format(unix_ms: i64) -> String {
     let days = unix_ms.div_euclid(MS_PER_DAY);
     let ms_of_day = unix_ms.rem_euclid(MS_PER_DAY);
     let (year, month, day) = civil_from_days(days);
+    text_of(year, month, day, ms_of_day)
+}
+
+/// A date and a time of day as `YYYY-MM-DD HH:MM:SS.mmm+00`.
+fn text_of(year: i64, month: i64, day: i64, ms_of_day: i64) -> String {
     let (secs, ms) = (ms_of_day / 1000, ms_of_day % 1000);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{ms:03}+00",
@@ -396,13 +401,7 @@ mod tests {
     }
 
     fn text(year: i32, month: u32, day: u32, ms_of_day: u32) -> String {
-        let (secs, ms) = (ms_of_day / 1000, ms_of_day % 1000);
-        format!(
-            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{ms:03}+00",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )
+        text_of(year.into(), month.into(), day.into(), ms_of_day.into())
     }
 
     #[test]

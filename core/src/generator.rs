@@ -392,6 +392,18 @@ impl Shared {
         &self.shards
     }
 
+    /// The shards released here, each with its last ID, as this server's memory holds them: the
+    /// durable state's released shards, once loaded, and a release stopped but not yet durable.
+    pub fn released(&self) -> crate::release_records::Released {
+        crate::release_records::Released::from_pairs(self.shards.iter().enumerate().filter_map(
+            |(n, cell)| {
+                let (stamp, released) = cell.last();
+                let shard = Shard::new(n as i32)?;
+                released.then(|| (n as i32, id_from_stamp(stamp, shard)))
+            },
+        ))
+    }
+
     /// Raises the floor of every shard that is not released: each one's next stamp is above
     /// `floor`. Released shards keep their release and their last stamp.
     fn raise_floors(&self, floor: u64) {
@@ -547,6 +559,11 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
 
     /// How far past the wall clock plus `max_lead` the time base starts on the first load on a
     /// new timeline; `None` (the default) leaves it where the state says.
+    /// The shared state this generator works on.
+    pub fn shared(&self) -> &'a Shared {
+        self.shared
+    }
+
     pub fn with_promotion_margin(mut self, margin_ms: Option<u64>) -> Self {
         self.promotion_margin_ms = margin_ms;
         self
@@ -811,18 +828,20 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// after `id`'s if it is behind it, and all of it is durable before this returns. Returns
     /// the time base's new floor in Unix milliseconds.
     pub fn resume_above(&self, above: Parts) -> Result<i64, Refused<H::Error>> {
-        self.resume_above_releasing(above, &[])
+        self.resume_above_releasing(above, &[], &mut || {})
     }
 
     /// [`Generator::resume_above`], releasing first, durably, each of `released` (a shard with
     /// the last ID it was released at) that is not released already, or released at a lower
     /// last ID: how a fence lifts with the releases the cluster's databases recorded, which a
     /// lost or re-created state no longer holds. A crash between those releases and the resume
-    /// leaves the state fenced, with some of them recorded.
+    /// leaves the state fenced, with some of them recorded. `durable` is called once the resume
+    /// is durable here (before the wait for the synchronous standbys).
     pub fn resume_above_releasing(
         &self,
         above: Parts,
         released: &[(Shard, i64)],
+        durable: &mut dyn FnMut(),
     ) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
         self.load_claimed(&claimed)?;
@@ -840,14 +859,19 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 self.release_claimed(shard, last_id, &claimed)?;
             }
         }
-        self.raise_past(above, &claimed, false)
+        self.raise_past(above, &claimed, false, durable)
     }
 
     /// Takes back `id`'s shard, released here before, above `id` (its new owner's last ID, given
     /// decoded): as [`Generator::resume_above`], and the shard issues again, above `id`. A
     /// server that refuses to generate (fenced, or under a later epoch) refuses, and so does one
-    /// where the shard is not released.
-    pub fn take_back(&self, above: Parts) -> Result<i64, Refused<H::Error>> {
+    /// where the shard is not released. `durable` is called once the take-back is durable here
+    /// (before the wait for the synchronous standbys).
+    pub fn take_back(
+        &self,
+        above: Parts,
+        durable: &mut dyn FnMut(),
+    ) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
         self.load_claimed(&claimed)?;
         if let Some(refused) = self.shared.lease.status().refusal() {
@@ -859,7 +883,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         if !self.shared.shard(shard).last().1 {
             return Err(Refused::NotReleased);
         }
-        self.raise_past(above, &claimed, true)
+        self.raise_past(above, &claimed, true, durable)
     }
 
     /// Makes every later ID dated after `above`'s millisecond, durably: the time base and the
@@ -873,6 +897,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         above: Parts,
         claimed: &Claimed<H>,
         take_back: bool,
+        durable: &mut dyn FnMut(),
     ) -> Result<i64, Refused<H::Error>> {
         let floor_unix_ms = self.epoch_unix_ms + above.ms as i64 + 1;
         let now = clock::sample_patiently(self.host);
@@ -917,6 +942,7 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
                 );
             }
             self.shared.lease.set_status(Status::Generating);
+            durable();
         })?;
         self.shared.lease.publish(end_ms, new_base);
         Ok(new_base)
@@ -960,8 +986,19 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
     /// The second half of a release: durable, so that no server that replays this one's WAL
     /// issues the shard either. Returns its last ID.
     pub fn make_release_durable(&self, stopped: &Stopped) -> Result<i64, Refused<H::Error>> {
+        self.make_release_durable_then(stopped, &mut || {})
+    }
+
+    /// [`Generator::make_release_durable`], calling `durable` once the release is durable here
+    /// (before the wait for the synchronous standbys): from then on nothing may undo it, whatever
+    /// ends the caller.
+    pub fn make_release_durable_then(
+        &self,
+        stopped: &Stopped,
+        durable: &mut dyn FnMut(),
+    ) -> Result<i64, Refused<H::Error>> {
         let claimed = self.claim()?;
-        self.release_claimed(stopped.shard, stopped.last_id, &claimed)
+        self.release_claimed_then(stopped.shard, stopped.last_id, &claimed, durable)
     }
 
     /// Undoes [`Generator::stop_issuing`] before the release was made durable: the shard issues
@@ -983,12 +1020,23 @@ impl<'a, H: Clock + DurableStore + Wait + Report> Generator<'a, H> {
         at_least: i64,
         claimed: &Claimed<H>,
     ) -> Result<i64, Refused<H::Error>> {
+        self.release_claimed_then(shard, at_least, claimed, &mut || {})
+    }
+
+    /// [`Generator::release_claimed`], calling `durable` once the release holds here.
+    fn release_claimed_then(
+        &self,
+        shard: Shard,
+        at_least: i64,
+        claimed: &Claimed<H>,
+        durable: &mut dyn FnMut(),
+    ) -> Result<i64, Refused<H::Error>> {
         let cell = self.shared.shard(shard);
         let last_id = id_from_stamp(shard_state::release(&cell.stamp), shard).max(at_least);
         if let Some(parts) = crate::layout::decompose(last_id) {
             cell.mark_released(stamp(parts.ms, parts.seq as u64));
         }
-        self.persist(&Change::Release { shard, last_id }, claimed, &mut || {})?;
+        self.persist(&Change::Release { shard, last_id }, claimed, durable)?;
         Ok(last_id)
     }
 }

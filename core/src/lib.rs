@@ -16,6 +16,10 @@
 //! - [`release_records`]: the records of the released shards kept beside the durable state (the
 //!   cluster's witness, each database's table): what each change writes, in which order, so
 //!   that no record ever says less than the state, and what a fence lift releases again.
+//! - [`release_plan`]: one plan per change of the released shards (a release, a take-back, a
+//!   fence lift, an install's record): the list the records get, the order of the steps, and
+//!   what each failure undoes, for an error, a cancel and a FATAL; carried out here, generic over
+//!   the host's records.
 //! - [`resume_above`]: the ID a resume rises above, from the keys the databases hold, and how far
 //!   ahead of the clock a key may be dated before a superuser must accept it.
 //! - [`startup`]: start-up as one plan: what the durable state is when a server first needs it,
@@ -39,11 +43,14 @@ pub mod generator;
 pub mod host;
 pub mod layout;
 pub mod mask;
+pub mod release_plan;
 pub mod release_records;
 pub mod resume_above;
 pub mod shard_hash;
 pub mod shard_set;
 pub mod shard_state;
+#[cfg(test)]
+mod simulated_host;
 pub mod startup;
 mod sync;
 pub mod time_base;

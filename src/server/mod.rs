@@ -13,13 +13,17 @@
 //! - [`databases`]: what every database of the cluster holds (its snowid keys, its record of the
 //!   released shards), read or written by a background worker in each;
 //! - [`releases`]: a release, a take-back and a fence lift, carried out in the durable state,
-//!   the cluster's witness and every database's record, under one cluster-wide lock;
+//!   the cluster's witness and every database's record as the core plans them, and an install's
+//!   record at its commit;
+//! - [`cluster_lock`]: the one lock that orders those changes, installs and database copies;
 //! - [`resumes`]: the resumes above a number or above every database's keys;
-//! - [`utility_hook`]: what snowid does before a utility statement (`pg_upgrade`'s restore,
-//!   `CREATE DATABASE`);
+//! - [`utility_hook`]: what snowid does in PostgreSQL's statements (`pg_upgrade`'s restore,
+//!   `CREATE DATABASE`'s copy of a template);
+//! - [`waits`]: every wait on a lock another session holds, and its one bound;
 //! - [`state`]: the durable state's pages, WAL records and start-up decision.
 
 pub mod citus;
+pub mod cluster_lock;
 pub mod counters;
 pub mod databases;
 pub mod issuing;
@@ -32,3 +36,4 @@ pub mod settings;
 pub mod shared_memory;
 pub mod state;
 pub mod utility_hook;
+pub mod waits;

@@ -3,7 +3,7 @@
 //! server log.
 
 use crate::server::shared_memory;
-use crate::server::state::{self, startup};
+use crate::server::state::{durability, startup};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::clock::SystemClock;
@@ -46,7 +46,7 @@ impl DurableStore for PgHost {
     /// The change's WAL record with its pages, flushed, in force, and confirmed by the
     /// synchronous standbys if there are any.
     fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), Unavailable> {
-        state::persist(change, in_force)
+        durability::persist(change, in_force)
     }
 }
 

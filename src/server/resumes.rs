@@ -22,10 +22,11 @@
 //! `snowid_take_back` does.
 
 use crate::errors;
+use crate::server::cluster_lock::ClusterLock;
 use crate::server::databases::survey::{DatabaseReport, KeyColumn};
 use crate::server::databases::survey_every_database;
 use crate::server::issuing::{generator, raise_refusal};
-use crate::server::releases::{self, ClusterLock};
+use crate::server::releases;
 use crate::server::settings;
 use crate::server::state::witness;
 use pgrx::prelude::*;
@@ -62,9 +63,10 @@ struct Holdings {
 
 impl Holdings {
     /// Reads every database but the skipped ones, refusing (having changed nothing) where a
-    /// prepared transaction hides rows or a key column could not be read.
-    fn read(skipped: &[String]) -> Holdings {
-        let databases = survey_every_database(skipped);
+    /// prepared transaction hides rows or a key column could not be read; every hint keeps what
+    /// the superuser said (`told`), and rises above every key read in a database it leaves out.
+    fn read(told: &errors::Told) -> Holdings {
+        let databases = survey_every_database(told);
         let unreadable: Vec<errors::UnreadableColumn> = databases
             .iter()
             .flat_map(|d| {
@@ -77,7 +79,22 @@ impl Holdings {
             })
             .collect();
         if !unreadable.is_empty() {
-            errors::keys_unreadable(&unreadable);
+            // The highest key read where a column could not be: a resume that leaves those
+            // databases out must rise above it too.
+            let read_there = databases
+                .iter()
+                .filter(|d| d.unreadable().next().is_some())
+                .flat_map(|d| d.columns.iter().map(move |c| (d, c)))
+                .filter_map(|(d, c)| {
+                    Some(errors::ReadThere {
+                        id: c.max_id?,
+                        database: d.database.clone(),
+                        table: c.table.clone(),
+                        column: c.column.clone(),
+                    })
+                })
+                .max_by_key(|r| r.id);
+            errors::keys_unreadable(&unreadable, read_there.as_ref(), told);
         }
         Holdings { databases }
     }
@@ -107,7 +124,8 @@ impl Holdings {
 
     /// The ID to resume above: `given`, or the highest key if that is higher and dated no
     /// further ahead than snowid issues or the superuser accepted.
-    fn above(&self, given: Option<i64>, accepted_ahead_ms: Option<i64>) -> i64 {
+    fn above(&self, told: &errors::Told, accepted_ahead_ms: Option<i64>) -> i64 {
+        let given = told.given;
         let limits = Limits {
             epoch_unix_ms: settings::epoch_unix_ms(),
             wall_unix_ms: SystemClock.wall_ms(),
@@ -136,6 +154,7 @@ impl Holdings {
                 key.id,
                 ahead_ms,
                 limits.unreviewed_ms(),
+                told,
             ),
         }
     }
@@ -231,14 +250,18 @@ fn fenced(state: &'static Shared, shard: Shard) -> bool {
 /// Lifts the fence above what every database holds and `given`, with the lock taken before the
 /// databases are read. Returns the new floor, and the holdings.
 fn lift(state: &'static Shared, given: Option<i64>, said: &Said) -> (i64, Holdings) {
-    let _lock = ClusterLock::for_a_change();
-    let holdings = Holdings::read(said.skipped);
+    let _lock = ClusterLock::for_a_change("this resume (it lifts the fence)");
+    let told = errors::Told {
+        skipped: said.skipped,
+        given,
+    };
+    let holdings = Holdings::read(&told);
     if given.is_none() && holdings.databases.iter().all(|d| d.columns.is_empty()) {
         errors::no_key_columns();
     }
     // Which shards were released is asked first: only the superuser may know it.
     holdings.to_release_again(said.released, 0);
-    let above = holdings.above(given, said.accepted_ahead_ms);
+    let above = holdings.above(&told, said.accepted_ahead_ms);
     let again = holdings.to_release_again(said.released, above);
     let floor = releases::lift_fence(state, parts_of(above), &again);
     if !again.is_empty() {
@@ -293,11 +316,15 @@ pub fn above_every_column(state: &'static Shared, said: &Said) -> Vec<ColumnRow>
     if said.released.is_some() {
         errors::released_named_without_fence();
     }
-    let holdings = Holdings::read(said.skipped);
+    let told = errors::Told {
+        skipped: said.skipped,
+        given: None,
+    };
+    let holdings = Holdings::read(&told);
     if holdings.databases.iter().all(|d| d.columns.is_empty()) {
         errors::no_key_columns();
     }
-    let above = holdings.above(None, said.accepted_ahead_ms);
+    let above = holdings.above(&told, said.accepted_ahead_ms);
     holdings.notice_releases_not_held(state);
     generator(state)
         .resume_above(parts_of(above))

@@ -5,9 +5,10 @@
 //!   with snowid in, and the state is fenced (see [`super::pg_upgrade`]);
 //! - `CREATE DATABASE`: the copy of a template, with its record of the released shards, holds
 //!   the cluster-wide lock shared, so that no change of the released shards rewrites the
-//!   template's record meanwhile (see [`super::releases`]).
+//!   template's record meanwhile, and PostgreSQL's own lock on the template, never waiting for
+//!   one while it holds the other (see [`super::cluster_lock::hold_for_database_copy`]).
 
-use crate::server::{pg_upgrade, releases};
+use crate::server::{cluster_lock, pg_upgrade};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -38,8 +39,8 @@ unsafe extern "C-unwind" fn utility_hook(
     // SAFETY: PostgreSQL passes a valid planned utility statement.
     unsafe { pg_upgrade::before_utility(pstmt) };
     // SAFETY: as above.
-    if unsafe { creates_database(pstmt) } {
-        releases::hold_for_database_copy();
+    if let Some(template) = unsafe { template_of_database_copy(pstmt) } {
+        cluster_lock::hold_for_database_copy(template);
     }
     // SAFETY: the arguments are passed on as PostgreSQL gave them, to the previous hook or to
     // PostgreSQL's own processing (which pgrx binds as a Rust function, not a pointer).
@@ -69,15 +70,36 @@ unsafe extern "C-unwind" fn utility_hook(
     }
 }
 
-/// Whether a utility statement is `CREATE DATABASE`.
+/// The template a `CREATE DATABASE` copies, if the statement is one and the template exists
+/// (where it does not, PostgreSQL's own processing says so).
 ///
 /// # Safety
 ///
 /// `pstmt` is a valid planned utility statement.
-unsafe fn creates_database(pstmt: *mut pg_sys::PlannedStmt) -> bool {
-    // SAFETY: guaranteed by the caller.
+unsafe fn template_of_database_copy(pstmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid> {
+    // SAFETY: guaranteed by the caller; a CreatedbStmt's options are DefElems, whose template
+    // argument is a name (defGetString reads it as PostgreSQL's createdb does).
     unsafe {
         let node = (*pstmt).utilityStmt;
-        !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_CreatedbStmt
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_CreatedbStmt {
+            return None;
+        }
+        let options = (*node.cast::<pg_sys::CreatedbStmt>()).options;
+        let count = match options.is_null() {
+            true => 0,
+            false => (*options).length.max(0) as usize,
+        };
+        let mut template = c"template1".as_ptr();
+        for at in 0..count {
+            let option = (*(*options).elements.add(at))
+                .ptr_value
+                .cast::<pg_sys::DefElem>();
+            let name = std::ffi::CStr::from_ptr((*option).defname);
+            if name == c"template" && !(*option).arg.is_null() {
+                template = pg_sys::defGetString(option);
+            }
+        }
+        let oid = pg_sys::get_database_oid(template, true);
+        (oid != pg_sys::InvalidOid).then_some(oid)
     }
 }

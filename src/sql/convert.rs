@@ -25,8 +25,8 @@
 
 use super::generate::next_id;
 use crate::errors;
-use crate::server::databases::key_reads::{self, AsOwner, Column, KeyType, NotRead};
-use crate::server::databases::SafeSearchPath;
+use crate::server::databases::key_reads::{self, AsOwner, Column, KeyType};
+use crate::server::databases::safe_search_path::SafeSearchPath;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_char, CStr, CString};
@@ -349,11 +349,12 @@ fn highest_value(table: pg_sys::Oid, key: &Key, col: &str, name: &str) -> Option
                     index: member.index,
                 });
                 match read {
-                    Ok(found) => highest = highest.max(found.max_id),
-                    Err(NotRead::Locked(_)) => errors::convert_unreadable(
+                    Some(found) => highest = highest.max(found.max_id),
+                    // Locked above, so never gone; were it gone all the same, it is not empty.
+                    None => errors::convert_unreadable(
                         col,
                         name,
-                        &format!("{} below it is locked by another transaction", member.name),
+                        &format!("{} below it could not be opened", member.name),
                     ),
                 }
             }

@@ -7,16 +7,16 @@
 //! - `snowid_next_v1`, the symbol of `snowid_next(int)` in the scripts of 0.1.0 to 0.5.0, now
 //!   `snowid_next_int4` beside `snowid_next_int8` and `snowid_next_float8`;
 //! - 0.5.0's `snowid_resume_above_columns()`, with no argument (0.6.0 added `released`), and
-//!   0.6.0's `snowid_resume_above_columns(released)` and `snowid_resume_above(id)` (0.7.0 added
-//!   `accept_ahead` and `skip_databases`).
+//!   0.6.0's `snowid_resume_above_columns(released)` (0.7.0 added `accept_ahead` and
+//!   `skip_databases`); 0.6.0's `snowid_resume_above(id)` is the current function's symbol, which
+//!   takes one argument or two;
+//! - 0.7.0's `snowid_resume_above(id, skip_databases)`, whose symbol was `resume_above_skipping`.
 
 use super::decode::timestamptz;
 use super::info::{generating, high_water_mark, interval_ms};
-use super::operations::floor_timestamp;
-use super::resume::resume_above_columns;
+use super::resume::{resume_above, resume_above_columns};
 use crate::errors;
-use crate::server::issuing::generating_state;
-use crate::server::resumes::{self, Said};
+use crate::server::resumes::Said;
 use crate::server::{settings, shared_memory};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
@@ -113,8 +113,8 @@ fn snowid_stats() -> TableIterator<
 }
 
 /// 0.5.0's `snowid_resume_above_columns()`: naming no released shard.
-#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, sql = false)]
+#[allow(clippy::type_complexity)]
 fn snowid_resume_above_columns() -> TableIterator<
     'static,
     (
@@ -128,8 +128,8 @@ fn snowid_resume_above_columns() -> TableIterator<
 }
 
 /// 0.6.0's `snowid_resume_above_columns(released)`.
-#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, sql = false)]
+#[allow(clippy::type_complexity)]
 fn resume_above_every_column(
     released: Option<Vec<i32>>,
 ) -> TableIterator<
@@ -155,11 +155,14 @@ fn resume_above_every_column(
     }))
 }
 
-/// 0.6.0's `snowid_resume_above(id)`.
-#[pg_extern(volatile, strict, sql = false)]
-fn snowid_resume_above(id: i64) -> TimestampWithTimeZone {
-    let state = generating_state("snowid_resume_above()");
-    floor_timestamp(resumes::above_id(state, id, &[]))
+/// 0.7.0's `snowid_resume_above(id, skip_databases)`, by its symbol (0.6.0's shape shares the
+/// current one's: see `super::resume`).
+#[pg_extern(volatile, sql = false)]
+fn resume_above_skipping(
+    id: Option<i64>,
+    skip_databases: Option<Vec<Option<String>>>,
+) -> Option<TimestampWithTimeZone> {
+    resume_above(id?, skip_databases)
 }
 
 v1_function_info!(pg_finfo_snowid_next_v1);

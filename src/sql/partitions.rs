@@ -26,7 +26,7 @@
 
 use super::decode::id_at;
 use crate::errors;
-use crate::server::databases::SafeSearchPath;
+use crate::server::databases::safe_search_path::SafeSearchPath;
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::PgRelation;

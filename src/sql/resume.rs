@@ -54,16 +54,34 @@ fn accepted_ms(accept_ahead: Option<Interval>) -> Option<i64> {
     })
 }
 
-/// Resumes above an ID issued elsewhere: a `pg_upgrade`, a logical copy, a shard handed over, a
-/// fence. (The Rust name differs from the SQL one so that 0.6.0's shape, with no
-/// `skip_databases`, keeps its own symbol: see [`super::old_shapes`].)
-/// A null ID resumes nothing and returns null, as the function's earlier, strict shape did.
-#[pg_extern(volatile, name = "snowid_resume_above")]
-fn resume_above_skipping(
-    id: Option<i64>,
-    skip_databases: default!(Option<Vec<Option<String>>>, "NULL"),
+/// `snowid_resume_above(id bigint, skip_databases text[] DEFAULT NULL)`: resumes above an ID
+/// issued elsewhere (a `pg_upgrade`, a logical copy, a shard handed over, a fence). A null ID
+/// resumes nothing and returns null, as the function's earlier, strict shape did.
+///
+/// Its symbol is also that of 0.6.0's `snowid_resume_above(id bigint)`, which databases not yet
+/// updated call with one argument: an argument not passed is a `skip_databases` of none. (The
+/// SQL is written below, since pgrx would declare the call's `fcinfo` as no argument.)
+#[pg_extern(volatile, sql = false)]
+fn snowid_resume_above(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> Option<TimestampWithTimeZone> {
+    // SAFETY: PostgreSQL's call, with as many arguments as `nargs` says, of the declared types.
+    let (id, skip_databases) = unsafe {
+        let passed = (*fcinfo).nargs;
+        (
+            pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 0),
+            match passed > 1 {
+                true => pgrx::fcinfo::pg_getarg::<Vec<Option<String>>>(fcinfo, 1),
+                false => None,
+            },
+        )
+    };
+    resume_above(id?, skip_databases)
+}
+
+/// What `snowid_resume_above(id, skip_databases)` does, in any shape.
+pub fn resume_above(
+    id: i64,
+    skip_databases: Option<Vec<Option<String>>>,
 ) -> Option<TimestampWithTimeZone> {
-    let id = id?;
     let state = generating_state("snowid_resume_above()");
     Some(floor_timestamp(resumes::above_id(
         state,
@@ -107,6 +125,13 @@ pub fn resume_above_columns(said: &Said) -> Vec<ColumnRow> {
 
 extension_sql!(
     r#"
+CREATE FUNCTION snowid_resume_above(
+    "id" bigint,
+    "skip_databases" TEXT[] DEFAULT NULL
+) RETURNS timestamp with time zone
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowid_resume_above_wrapper';
 REVOKE ALL ON FUNCTION snowid_resume_above(bigint, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowid_resume_above_columns(int[], interval, text[]) FROM PUBLIC;
 COMMENT ON FUNCTION snowid_resume_above(bigint, text[]) IS
@@ -115,5 +140,5 @@ COMMENT ON FUNCTION snowid_resume_above_columns(int[], interval, text[]) IS
     'Superuser: snowid_resume_above the highest value of every column, in every database of the cluster but those in skip_databases, whose default (or type''s default) calls snowid_next or that a snowid_fill_id trigger fills (partitions and children included), each read as its table''s owner; lists them. A key dated further ahead of the clock than snowid issues needs accept_ahead. On a fenced server it also releases again every shard the databases record as released, and those named in released, which it needs where no database records them. The one statement a fenced cluster needs.';
 "#,
     name = "resumes",
-    requires = [resume_above_skipping, resume_above_every_key_column]
+    requires = [snowid_resume_above, resume_above_every_key_column]
 );

@@ -1,246 +1,14 @@
-//! The protocol against a simulated host: clocks the test moves, a "disk" holding the durable
-//! state that can fail, panic or "crash" between writing and publishing, another caller that
-//! races the writer, and waits that stop.
+//! The protocol against a simulated host (`crate::simulated_host`): clocks the test moves, a
+//! "disk" holding the durable state that can fail, panic or "crash" between writing and
+//! publishing, another caller that races the writer, and waits that stop.
 
 use super::*;
 use crate::durable::Header;
-use crate::layout::{compose, decompose, Parts};
-use crate::startup::{self, Context, Found, Occasion, Plan, Reading, Write};
-use std::cell::{Cell, RefCell};
+use crate::layout::compose;
+use crate::simulated_host::*;
+use crate::startup::{Occasion, Plan, Reading};
+use std::cell::RefCell;
 use std::rc::Rc;
-
-const EPOCH: i64 = 1_767_225_600_000;
-const T0: i64 = EPOCH + 100_000_000;
-const LEAD: u64 = 1000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct DiskFull;
-
-/// A simulated machine. Time moves only when the test, or a wait, moves it.
-struct Host {
-    mono: Cell<i64>,
-    wall_offset: Cell<i64>,
-    /// The durable state, as a restart would find it.
-    disk: RefCell<Option<DurableState>>,
-    /// Every change made durable, in order.
-    changes: RefCell<Vec<Change>>,
-    /// The claimer number of this "process".
-    claimer: Cell<u32>,
-    fail_persist: Cell<bool>,
-    /// Every write fails once this many changes are durable.
-    fail_after_persists: Cell<Option<usize>>,
-    panic_persist: Cell<bool>,
-    /// The wait for the synchronous standbys is cancelled: every change is durable here, in
-    /// force, and then fails.
-    standbys_cancelled: Cell<bool>,
-    /// Runs inside `persist`, before the change is durable: another caller racing the writer.
-    during_persist: RefCell<Option<Box<dyn Fn()>>>,
-    /// How many waits may still pass before a wait is "cancelled".
-    waits_left: Cell<u32>,
-    waited: RefCell<Vec<u64>>,
-    events: RefCell<Vec<Event>>,
-    /// The store's timeline (0: none), which a promotion moves on.
-    timeline: Cell<u32>,
-    /// Whether the disk ever held the state: its witness.
-    had_state: Cell<bool>,
-}
-
-impl Host {
-    /// A host whose disk holds the state `CREATE EXTENSION` created, as start-up plans it.
-    fn new() -> Host {
-        let host = Host::bare();
-        host.start(Occasion::Install, &|reading| {
-            startup::plan(reading, Occasion::Install, &context_at(host.wall_ms()))
-        })
-        .unwrap();
-        host
-    }
-
-    /// A host whose disk holds nothing, and never did.
-    fn bare() -> Host {
-        Host {
-            mono: Cell::new(1_000),
-            wall_offset: Cell::new(T0 - 1_000),
-            disk: RefCell::new(None),
-            changes: RefCell::new(Vec::new()),
-            claimer: Cell::new(1),
-            fail_persist: Cell::new(false),
-            fail_after_persists: Cell::new(None),
-            panic_persist: Cell::new(false),
-            standbys_cancelled: Cell::new(false),
-            during_persist: RefCell::new(None),
-            waits_left: Cell::new(u32::MAX),
-            waited: RefCell::new(Vec::new()),
-            events: RefCell::new(Vec::new()),
-            timeline: Cell::new(0),
-            had_state: Cell::new(false),
-        }
-    }
-
-    /// A host whose disk already holds a state.
-    fn with_disk(header: Header) -> Host {
-        let host = Host::bare();
-        *host.disk.borrow_mut() = Some(DurableState::new(header));
-        host.had_state.set(true);
-        host
-    }
-
-    /// Whether the next write fails, or panics, as the test set it up to.
-    fn write_fails(&self) -> Result<(), DiskFull> {
-        if let Some(racer) = self.during_persist.borrow().as_ref() {
-            racer();
-        }
-        if self.panic_persist.get() {
-            panic!("an error raised by the store");
-        }
-        if self.fail_persist.get()
-            || self
-                .fail_after_persists
-                .get()
-                .is_some_and(|n| self.persists() >= n)
-        {
-            return Err(DiskFull);
-        }
-        Ok(())
-    }
-
-    fn now(&self) -> Sample {
-        Sample {
-            mono_ms: self.mono.get(),
-            wall_ms: self.wall_ms(),
-        }
-    }
-
-    fn advance(&self, ms: i64) {
-        self.mono.set(self.mono.get() + ms);
-    }
-
-    /// Shared memory as a start, or a crash restart, leaves it: nothing loaded.
-    fn restart(&self) -> Shared {
-        Shared::new(self.now())
-    }
-
-    fn header(&self) -> Header {
-        self.disk.borrow().as_ref().unwrap().header.clone()
-    }
-
-    fn persists(&self) -> usize {
-        self.changes.borrow().len()
-    }
-}
-
-impl Clock for Host {
-    fn monotonic_ms(&self) -> i64 {
-        self.mono.get()
-    }
-    fn wall_ms(&self) -> i64 {
-        self.mono.get() + self.wall_offset.get()
-    }
-}
-
-impl DurableStore for Host {
-    type Error = DiskFull;
-
-    fn claimer(&self) -> u32 {
-        self.claimer.get()
-    }
-
-    fn start(
-        &self,
-        _occasion: Occasion,
-        plan: &dyn Fn(Reading<'_>) -> Plan,
-    ) -> Result<Plan, DiskFull> {
-        let found = match self.disk.borrow().clone() {
-            Some(state) => Found::State(Box::new(state)),
-            None => Found::Missing,
-        };
-        let plan = plan(Reading {
-            found,
-            witnessed: &|| self.had_state.get(),
-            timeline: self.timeline.get(),
-        });
-        match &plan.write {
-            Write::Nothing => {}
-            Write::State => {
-                self.write_fails()?;
-                *self.disk.borrow_mut() = Some(plan.state.clone());
-                self.had_state.set(true);
-                self.changes
-                    .borrow_mut()
-                    .push(Change::Init(Box::new(plan.state.header.clone())));
-            }
-            Write::Change(change) => self.persist(change, &mut || {})?,
-        }
-        Ok(plan)
-    }
-
-    fn persist(&self, change: &Change, in_force: &mut dyn FnMut()) -> Result<(), DiskFull> {
-        self.write_fails()?;
-        {
-            let mut disk = self.disk.borrow_mut();
-            let state = disk.get_or_insert_with(|| DurableState::new(Header::fresh(0)));
-            change.apply(state);
-            self.changes.borrow_mut().push(change.clone());
-        }
-        in_force();
-        match self.standbys_cancelled.get() {
-            true => Err(DiskFull),
-            false => Ok(()),
-        }
-    }
-}
-
-/// The settings start-up plans with in these tests, at a wall clock.
-fn context_at(now_wall_ms: i64) -> Context {
-    Context {
-        epoch_unix_ms: EPOCH,
-        max_lead_ms: LEAD,
-        promotion_margin_ms: None,
-        now_wall_ms,
-    }
-}
-
-impl Wait for Host {
-    fn wait(&self, ms: u64) -> Result<(), Interrupted> {
-        self.waited.borrow_mut().push(ms);
-        if self.waits_left.get() == 0 {
-            return Err(Interrupted);
-        }
-        self.waits_left.set(self.waits_left.get() - 1);
-        self.advance(ms as i64);
-        Ok(())
-    }
-}
-
-impl Report for Host {
-    fn report(&self, event: Event) {
-        self.events.borrow_mut().push(event);
-    }
-}
-
-fn shard(n: i32) -> Shard {
-    Shard::new(n).unwrap()
-}
-
-fn generator<'a>(shared: &'a Shared, host: &'a Host) -> Generator<'a, Host> {
-    Generator::new(shared, host, EPOCH, LEAD)
-}
-
-fn ms_of(id: i64) -> u64 {
-    decompose(id).unwrap().ms
-}
-
-fn now_ms(host: &Host) -> u64 {
-    (host.wall_ms() - EPOCH) as u64
-}
-
-fn parts(id: i64) -> Parts {
-    decompose(id).unwrap()
-}
-
-fn lease_end_ms(host: &Host) -> u64 {
-    host.header().end_ms_under(EPOCH).unwrap()
-}
 
 #[test]
 fn the_first_id_creates_the_state_and_a_lease_durably_before_it_is_issued() {
@@ -700,7 +468,7 @@ fn a_release_is_durable_and_outlives_restarts_and_resumes_until_taken_back() {
         Err(Refused::Released),
         "a resume above an ID of the shard leaves it released"
     );
-    g.take_back(parts(theirs)).unwrap();
+    g.take_back(parts(theirs), &mut || {}).unwrap();
     assert!(g.next_id(shard(5)).unwrap() > theirs);
     let shared = host.restart();
     assert!(generator(&shared, &host).next_id(shard(5)).unwrap() > theirs);
@@ -1011,7 +779,7 @@ fn a_take_back_is_its_own_act_and_keeps_the_shards_order() {
         host.header().released.contains(5),
         "a resume takes nothing back"
     );
-    g.take_back(parts(older)).unwrap();
+    g.take_back(parts(older), &mut || {}).unwrap();
     assert!(
         g.next_id(shard(5)).unwrap() > last,
         "above its own last ID too"
@@ -1024,7 +792,10 @@ fn a_take_back_is_its_own_act_and_keeps_the_shards_order() {
 
     // A shard that is not released cannot be taken back, and nothing is written.
     let writes = host.persists();
-    assert_eq!(g.take_back(parts(older)), Err(Refused::NotReleased));
+    assert_eq!(
+        g.take_back(parts(older), &mut || {}),
+        Err(Refused::NotReleased)
+    );
     assert_eq!(host.persists(), writes);
 }
 
@@ -1036,7 +807,7 @@ fn a_fenced_server_takes_nothing_back() {
     let shared = host.restart();
     let above = compose(now_ms(&host), 5, 0).unwrap();
     assert_eq!(
-        generator(&shared, &host).take_back(parts(above)),
+        generator(&shared, &host).take_back(parts(above), &mut || {}),
         Err(Refused::Fenced(Fence::Lost))
     );
     assert_eq!(host.persists(), 0);
@@ -1080,7 +851,7 @@ fn a_fence_lifts_with_the_releases_the_databases_recorded() {
     let g = generator(&shared, &host);
     let recorded = compose(now_ms(&host) + 500, 7, 12).unwrap();
     let above = compose(now_ms(&host) + 600_000, 8, 3).unwrap();
-    g.resume_above_releasing(parts(above), &[(shard(7), recorded)])
+    g.resume_above_releasing(parts(above), &[(shard(7), recorded)], &mut || {})
         .unwrap();
     assert_eq!(g.next_id(shard(7)), Err(Refused::Released));
     assert!(host.header().released.contains(7));
@@ -1126,8 +897,12 @@ fn a_recorded_release_above_the_states_own_raises_it_and_an_equal_one_writes_not
     let shared = host.restart();
     let g = generator(&shared, &host);
     let above = compose(now + 10_000, 8, 3).unwrap();
-    g.resume_above_releasing(parts(above), &[(shard(7), higher), (shard(9), same)])
-        .unwrap();
+    g.resume_above_releasing(
+        parts(above),
+        &[(shard(7), higher), (shard(9), same)],
+        &mut || {},
+    )
+    .unwrap();
     let releases: Vec<(i32, i64)> = host
         .changes
         .borrow()
@@ -1153,7 +928,7 @@ fn a_fence_stays_when_the_resume_fails_after_its_releases() {
     // The first write (the release) lands; the second (the resume) fails.
     host.fail_after_persists.set(Some(1));
     assert_eq!(
-        g.resume_above_releasing(parts(above), &[(shard(7), 0)]),
+        g.resume_above_releasing(parts(above), &[(shard(7), 0)], &mut || {}),
         Err(Refused::Persist(DiskFull))
     );
     assert!(host.header().released.contains(7));
@@ -1360,7 +1135,7 @@ fn a_resume_cancelled_while_waiting_for_the_standbys_is_in_force_here() {
     g.release(shard(5)).unwrap();
     let theirs = compose(ms_of(next) + 1000, 5, 3).unwrap();
     host.standbys_cancelled.set(true);
-    assert!(g.take_back(parts(theirs)).is_err());
+    assert!(g.take_back(parts(theirs), &mut || {}).is_err());
     host.standbys_cancelled.set(false);
     assert!(g.next_id(shard(5)).unwrap() > theirs, "taken back");
 

@@ -13,18 +13,13 @@
 //!   row, each of which must be an ID in decimal digits (as `snowid_text` writes it);
 //! - a domain over any of these as its base type.
 //!
-//! A column of any other type is not read, and said so by name. A table locked against reading
-//! by another transaction is waited for [`LOCK_WAIT_MS`] at most, then named with the process
-//! that holds the lock.
+//! A column of any other type is not read, and said so by name. The caller locks the relation
+//! first, and reads it in a snapshot taken after its lock was granted (see [`super::survey`]).
 
-use super::SafeSearchPath;
+use super::safe_search_path::SafeSearchPath;
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use snowid_core::layout;
 use std::ffi::CStr;
-
-/// How long a read waits for a lock another transaction holds on a table.
-pub const LOCK_WAIT_MS: i64 = 10_000;
 
 /// What reading a column found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -101,94 +96,52 @@ pub struct Column {
     pub index: Option<(pg_sys::Oid, bool)>,
 }
 
-/// Why a column was not read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NotRead {
-    /// Another transaction holds a lock that conflicts with reading it, for longer than
-    /// [`LOCK_WAIT_MS`]; the processes that hold it.
-    Locked(Vec<i32>),
-}
-
-/// Reads a relation's key column, in the current transaction and snapshot. A relation dropped
-/// meanwhile holds nothing.
-pub fn read(column: &Column) -> Result<Found, NotRead> {
-    lock_for_reading(column.relation)?;
+/// Reads a relation's key column, in the current transaction and the active snapshot. The
+/// relation must be locked already; `None` if it is gone all the same, which the caller must not
+/// take for empty.
+pub fn read(column: &Column) -> Option<Found> {
     let _owner = AsOwner::enter(column.owner);
-    // SAFETY: the relation is locked; try_relation_open returns null if it was dropped before.
+    // SAFETY: the relation is locked; try_relation_open returns null if it does not exist.
     let relation = unsafe { pg_sys::try_relation_open(column.relation, pg_sys::NoLock as i32) };
     if relation.is_null() {
-        return Ok(Found::default());
+        return None;
     }
+    // An index another transaction holds locked (a REINDEX, say) is not waited for: every row
+    // is read instead.
+    // SAFETY: a conditional lock, which never waits.
+    let usable = |index: pg_sys::Oid| unsafe {
+        pg_sys::ConditionalLockRelationOid(index, pg_sys::AccessShareLock as i32)
+    };
     let found = match column.index {
-        Some((index, descending)) if column.key_type.is_integer() => {
+        Some((index, descending)) if column.key_type.is_integer() && usable(index) => {
             highest_in_index(relation, index, descending, column)
+                .unwrap_or_else(|| every_row(relation, column))
         }
         _ => every_row(relation, column),
     };
     // SAFETY: closes what was opened above; the lock stays until the transaction ends.
     unsafe { pg_sys::relation_close(relation, pg_sys::NoLock as i32) };
-    Ok(found)
-}
-
-/// Takes the lock a read needs, waiting at most [`LOCK_WAIT_MS`] for a transaction that holds a
-/// conflicting one.
-fn lock_for_reading(relation: pg_sys::Oid) -> Result<(), NotRead> {
-    let started = std::time::Instant::now();
-    loop {
-        // SAFETY: a conditional lock of a relation by OID, which never waits.
-        if unsafe { pg_sys::ConditionalLockRelationOid(relation, pg_sys::AccessShareLock as i32) } {
-            return Ok(());
-        }
-        if started.elapsed().as_millis() as i64 >= LOCK_WAIT_MS {
-            return Err(NotRead::Locked(lock_holders(relation)));
-        }
-        // SAFETY: MyLatch is set up; the wait honours cancels and postmaster death.
-        unsafe {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                10,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
-        pg_sys::check_for_interrupts!();
-    }
-}
-
-/// The processes holding a lock on a relation that is granted and conflicts with reading it.
-fn lock_holders(relation: pg_sys::Oid) -> Vec<i32> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT DISTINCT pid FROM pg_catalog.pg_locks \
-                 WHERE locktype OPERATOR(pg_catalog.=) 'relation' \
-                   AND relation OPERATOR(pg_catalog.=) $1 AND granted \
-                   AND mode OPERATOR(pg_catalog.=) 'AccessExclusiveLock' \
-                   AND pid IS NOT NULL ORDER BY pid",
-                None,
-                &[relation.into()],
-            )?
-            .map(|row| Ok(row.get::<i32>(1)?.unwrap_or_default()))
-            .collect::<Result<Vec<_>, pgrx::spi::Error>>()
-    })
-    .unwrap_or_default()
+    Some(found)
 }
 
 /// The highest non-null value in a B-tree index's first column: the first visible entry from its
-/// high end.
+/// high end; `None` where the index (locked already) is no longer valid.
 fn highest_in_index(
     relation: pg_sys::Relation,
     index_oid: pg_sys::Oid,
     descending: bool,
     column: &Column,
-) -> Found {
+) -> Option<Found> {
     let mut found = Found::default();
     // SAFETY: the index is opened and scanned with the active snapshot through PostgreSQL's
     // index access functions, and closed before returning; the scan key asks for non-null
     // entries only, as the planner's IS NOT NULL does.
     unsafe {
-        let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
+        let index = pg_sys::index_open(index_oid, pg_sys::NoLock as i32);
+        if !(*(*index).rd_index).indisvalid {
+            pg_sys::index_close(index, pg_sys::NoLock as i32);
+            return None;
+        }
         let slot = pg_sys::table_slot_create(relation, std::ptr::null_mut());
         let mut key = pg_sys::ScanKeyData::default();
         pg_sys::ScanKeyEntryInitialize(
@@ -218,7 +171,7 @@ fn highest_in_index(
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::index_close(index, pg_sys::NoLock as i32);
     };
-    found
+    Some(found)
 }
 
 /// Begins a scan of an index with one key and the active snapshot.

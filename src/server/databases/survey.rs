@@ -21,9 +21,11 @@
 //! [`super::survey_every_database`] for prepared ones), nor deleted rows, nor keys copied
 //! elsewhere.
 
-use super::key_reads::{self, Column, Found, KeyType, NotRead};
-use super::release_records::{self, Recorded};
-use super::{Failure, SafeSearchPath};
+use super::failure::Failure;
+use super::key_reads::{self, Column, Found, KeyType};
+use super::record_table::{self, Contents};
+use super::safe_search_path::SafeSearchPath;
+use crate::server::waits;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -59,7 +61,7 @@ pub struct DatabaseReport {
     /// Its key columns.
     pub columns: Vec<KeyColumn>,
     /// What the database records of the shards the cluster released.
-    pub releases: Recorded,
+    pub releases: Contents,
 }
 
 impl DatabaseReport {
@@ -77,10 +79,20 @@ impl DatabaseReport {
     }
 }
 
-/// Reads the current database, in the current transaction (a worker's own).
-pub fn this_database() -> Result<DatabaseReport, Failure> {
+/// Reads the current database, in the current transaction (a worker's own), waiting for a table
+/// another transaction holds locked only while `wait` (then at most `waits::LOCK_WAIT`, and for
+/// one table at most: a table that could not be locked decides a refusal, and no later table
+/// is waited for).
+///
+/// Every table is read in one snapshot taken after every table was locked, so that none is read
+/// as it was before a change that waited for the lock (a rewrite by `ALTER TABLE ... TYPE`,
+/// `TRUNCATE`, `CLUSTER` or `VACUUM FULL`, a table dropped and its rows moved to a new one, a
+/// partition attached): the tables are listed in a snapshot, the new ones locked, and listed
+/// again in a snapshot taken after that, until a listing finds no table it has not locked.
+pub fn this_database(wait: bool) -> Result<DatabaseReport, Failure> {
     let _path = SafeSearchPath::set();
-    let (database, snowid, roots) = Spi::connect(|client| {
+    let spi = |e: pgrx::spi::Error| Failure::internal(e.to_string());
+    let (database, snowid) = Spi::connect(|client| {
         let database = client
             .select(
                 "SELECT pg_catalog.current_database()::pg_catalog.text",
@@ -100,48 +112,123 @@ pub fn this_database() -> Result<DatabaseReport, Failure> {
             .first()
             .get::<String>(1)
             .unwrap_or(None);
-        let roots = match snowid {
-            Some(_) => client
-                .select(KEY_COLUMNS, None, &[])?
-                .map(|row| {
-                    Ok(Root {
-                        relation: row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid),
-                        table: row.get::<String>(2)?.unwrap_or_default(),
-                        column: row.get::<String>(3)?.unwrap_or_default(),
-                        type_oid: row.get::<pg_sys::Oid>(4)?.unwrap_or(pg_sys::InvalidOid),
-                        type_name: row.get::<String>(5)?.unwrap_or_default(),
-                    })
-                })
-                .collect::<Result<Vec<_>, pgrx::spi::Error>>()?,
-            None => Vec::new(),
-        };
-        Ok::<_, pgrx::spi::Error>((database, snowid, roots))
+        Ok::<_, pgrx::spi::Error>((database, snowid))
     })
-    .map_err(|e| Failure::internal(e.to_string()))?;
+    .map_err(spi)?;
     let mut report = DatabaseReport {
         database,
         snowid,
         columns: Vec::new(),
-        releases: Recorded::Unknown("snowid is not installed there".into()),
+        releases: Contents::Unknown("snowid is not installed there".into()),
     };
     if report.snowid.is_none() {
         return Ok(report);
     }
-    for root in roots {
-        report.columns.push(read_key_column(&root)?);
+    let mut locks = Locks {
+        wait,
+        ..Locks::default()
+    };
+    for _ in 0..MAX_LISTINGS {
+        let snapshot = Snapshot::take();
+        let listed = Spi::connect(list_key_columns).map_err(spi)?;
+        if listed.iter().any(|c| c.decided_unreadable()) {
+            locks.wait = false;
+        }
+        if locks.lock_new(&listed) {
+            report.columns = listed.iter().map(|c| read_key_column(c, &locks)).collect();
+            report.releases = Spi::connect(record_table::read).map_err(spi)?;
+            drop(snapshot);
+            return Ok(report);
+        }
     }
-    report.releases =
-        Spi::connect(release_records::read).map_err(|e| Failure::internal(e.to_string()))?;
-    Ok(report)
+    Err(Failure::new(
+        "55000",
+        format!(
+            "its tables with snowid keys kept changing while they were locked to be read ({MAX_LISTINGS} listings)"
+        ),
+    ))
 }
 
-/// A key column of a table, as the catalog names it.
-struct Root {
-    relation: pg_sys::Oid,
+/// How many times a survey lists a database's key tables before it gives up: each listing after
+/// the first finds only tables created, or attached, while the ones before were locked.
+const MAX_LISTINGS: usize = 100;
+
+/// A snapshot taken now, active until dropped.
+struct Snapshot;
+
+impl Snapshot {
+    fn take() -> Snapshot {
+        // SAFETY: in a read-committed transaction each call takes a new snapshot, which the
+        // push copies; the worker's transaction has one active already, which this one hides.
+        unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
+        Snapshot
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        // SAFETY: pops the snapshot `take` pushed (an error's abort pops it too).
+        unsafe { pg_sys::PopActiveSnapshot() };
+    }
+}
+
+/// A table others held locked: the processes holding it, and whether it was waited for.
+struct Held {
+    holders: Vec<i32>,
+    waited: bool,
+}
+
+/// The tables a survey has locked, and those it could not.
+#[derive(Default)]
+struct Locks {
+    locked: std::collections::HashSet<pg_sys::Oid>,
+    held: std::collections::HashMap<pg_sys::Oid, Held>,
+    /// Whether a table another transaction holds locked is waited for.
+    wait: bool,
+}
+
+impl Locks {
+    /// Locks every table of `listed` not tried before; whether there was none.
+    fn lock_new(&mut self, listed: &[ListedColumn]) -> bool {
+        let mut none = true;
+        for member in listed.iter().flat_map(|c| &c.members) {
+            let relation = member.relation;
+            if !member.holds_rows()
+                || self.locked.contains(&relation)
+                || self.held.contains_key(&relation)
+            {
+                continue;
+            }
+            none = false;
+            match waits::lock_relation(relation, pg_sys::AccessShareLock, self.wait) {
+                Ok(()) => {
+                    self.locked.insert(relation);
+                }
+                Err(holders) => {
+                    // This table decides a refusal: no later one is waited for.
+                    let waited = std::mem::replace(&mut self.wait, false);
+                    self.held.insert(relation, Held { holders, waited });
+                }
+            }
+        }
+        none
+    }
+}
+
+/// A key column as the catalog lists it, with its table and every table below it.
+struct ListedColumn {
     table: String,
     column: String,
     type_oid: pg_sys::Oid,
     type_name: String,
+    members: Vec<Member>,
+}
+
+impl ListedColumn {
+    /// Whether the catalog alone says the column cannot be read.
+    fn decided_unreadable(&self) -> bool {
+        KeyType::of(self.type_oid).is_none() || self.members.iter().any(|m| m.relkind == "f")
+    }
 }
 
 /// A table at or below a key column's table, as the catalog describes it.
@@ -154,46 +241,68 @@ struct Member {
     index: Option<(pg_sys::Oid, bool)>,
 }
 
-/// Reads a key column from its table and every table below it.
-fn read_key_column(root: &Root) -> Result<KeyColumn, Failure> {
+impl Member {
+    /// An ordinary or partitioned table (locked, so that nothing below it changes either).
+    fn holds_rows(&self) -> bool {
+        matches!(self.relkind.as_str(), "r" | "p")
+    }
+}
+
+/// Every key column of the current database, in the active snapshot.
+fn list_key_columns(client: &pgrx::spi::SpiClient) -> Result<Vec<ListedColumn>, pgrx::spi::Error> {
+    let mut columns: Vec<ListedColumn> = Vec::new();
+    for row in client.select(KEY_COLUMNS, None, &[])? {
+        let root = row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid);
+        let column = row.get::<String>(3)?.unwrap_or_default();
+        let index = row.get::<pg_sys::Oid>(11)?;
+        let member = Member {
+            relation: row.get::<pg_sys::Oid>(6)?.unwrap_or(pg_sys::InvalidOid),
+            table: row.get::<String>(7)?.unwrap_or_default(),
+            relkind: row.get::<String>(8)?.unwrap_or_default(),
+            owner: row.get::<pg_sys::Oid>(9)?.unwrap_or(pg_sys::InvalidOid),
+            attnum: row.get::<i16>(10)?,
+            index: index.map(|i| (i, row.get::<bool>(12).ok().flatten().unwrap_or(false))),
+        };
+        match columns.last_mut() {
+            Some(last) if last.members[0].relation == root && last.column == column => {
+                last.members.push(member)
+            }
+            _ => columns.push(ListedColumn {
+                table: row.get::<String>(2)?.unwrap_or_default(),
+                column,
+                type_oid: row.get::<pg_sys::Oid>(4)?.unwrap_or(pg_sys::InvalidOid),
+                type_name: row.get::<String>(5)?.unwrap_or_default(),
+                members: vec![member],
+            }),
+        }
+    }
+    Ok(columns)
+}
+
+/// Reads a key column from its table and every table below it, each locked already (or named as
+/// locked by others).
+fn read_key_column(listed: &ListedColumn, locks: &Locks) -> KeyColumn {
     let mut column = KeyColumn {
-        table: root.table.clone(),
-        column: root.column.clone(),
+        table: listed.table.clone(),
+        column: listed.column.clone(),
         max_id: None,
         not_ids: 0,
         first_not_id: None,
         unread: None,
     };
-    let Some(key_type) = KeyType::of(root.type_oid) else {
+    let Some(key_type) = KeyType::of(listed.type_oid) else {
         column.unread = Some(format!(
             "its type {} is not one snowid reads (bigint, integer, smallint, numeric, text, \
              varchar, or a domain over one of them)",
-            root.type_name
+            listed.type_name
         ));
-        return Ok(column);
+        return column;
     };
-    let members = Spi::connect(|client| {
-        client
-            .select(
-                MEMBERS,
-                None,
-                &[root.relation.into(), root.column.as_str().into()],
-            )?
-            .map(|row| {
-                let index = row.get::<pg_sys::Oid>(6)?;
-                Ok(Member {
-                    relation: row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid),
-                    table: row.get::<String>(2)?.unwrap_or_default(),
-                    relkind: row.get::<String>(3)?.unwrap_or_default(),
-                    owner: row.get::<pg_sys::Oid>(4)?.unwrap_or(pg_sys::InvalidOid),
-                    attnum: row.get::<i16>(5)?,
-                    index: index.map(|i| (i, row.get::<bool>(7).ok().flatten().unwrap_or(false))),
-                })
-            })
-            .collect::<Result<Vec<_>, pgrx::spi::Error>>()
-    })
-    .map_err(|e| Failure::internal(e.to_string()))?;
-    for member in members {
+    for member in &listed.members {
+        if let Some(held) = locks.held.get(&member.relation) {
+            column.unread = Some(locked(&member.table, held));
+            continue;
+        }
         match (member.relkind.as_str(), member.attnum) {
             ("f", _) => {
                 column.unread = Some(format!(
@@ -210,9 +319,12 @@ fn read_key_column(root: &Root) -> Result<KeyColumn, Failure> {
                     index: member.index,
                 });
                 match read {
-                    Ok(found) => merge(&mut column, found),
-                    Err(NotRead::Locked(pids)) => {
-                        column.unread = Some(locked(&member.table, &pids));
+                    Some(found) => merge(&mut column, found),
+                    None => {
+                        column.unread = Some(format!(
+                            "{} could not be opened although it was locked",
+                            member.table
+                        ))
                     }
                 }
             }
@@ -221,7 +333,7 @@ fn read_key_column(root: &Root) -> Result<KeyColumn, Failure> {
             _ => {}
         }
     }
-    Ok(column)
+    column
 }
 
 fn merge(column: &mut KeyColumn, found: Found) {
@@ -236,20 +348,28 @@ fn merge(column: &mut KeyColumn, found: Found) {
     column.first_not_id = all.first_not_id;
 }
 
-fn locked(table: &str, pids: &[i32]) -> String {
-    let holders: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
-    format!(
-        "{table} stayed locked against reading for {} s (by process {})",
-        key_reads::LOCK_WAIT_MS / 1000,
-        match holders.is_empty() {
-            true => "that has ended since".to_string(),
-            false => holders.join(", "),
-        }
-    )
+fn locked(table: &str, held: &Held) -> String {
+    match held.waited {
+        true => format!(
+            "{table} stayed locked against reading for {} by {}",
+            waits::lock_wait_words(),
+            waits::processes(&held.holders)
+        ),
+        false => format!(
+            "{table} was locked against reading by {} (not waited for: the survey had found a \
+             column it cannot read already)",
+            waits::processes(&held.holders)
+        ),
+    }
 }
 
-/// Every key column of the current database's permanent tables: the table's OID, its name
-/// (qualified and quoted), the column's name, its type and the type's name.
+/// Every key column of the current database's permanent tables, each with its table and every
+/// table below it (partitions, inheritance children) but temporary ones, one row each: the key
+/// table's OID, its name (qualified and quoted), the column's name, its type and the type's
+/// name; then the member's OID, name, kind, owner, the number of the column in it, and the
+/// B-tree index a read can take the highest key from (its first column the key column, no
+/// expression, no predicate, valid, and the type's default operator class of PostgreSQL's own),
+/// with whether it is descending. Ordered by key table and column, the key table first.
 const KEY_COLUMNS: &str = r#"
 WITH RECURSIVE snowid_functions AS (
     SELECT p.oid, p.proname
@@ -297,47 +417,46 @@ WITH RECURSIVE snowid_functions AS (
             pg_catalog.substr(t.tgargs, 1, GREATEST(
                 pg_catalog.position(t.tgargs, '\x00'::pg_catalog.bytea) OPERATOR(pg_catalog.-) 1, 0)),
             pg_catalog.getdatabaseencoding())::pg_catalog.name
-)
-SELECT c.oid,
-       pg_catalog.format('%I.%I', n.nspname, c.relname),
-       a.attname::pg_catalog.text,
-       a.atttypid,
-       pg_catalog.format_type(a.atttypid, NULL)
-FROM key_columns k
-JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.rel
-JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
-JOIN pg_catalog.pg_attribute a
-  ON a.attrelid OPERATOR(pg_catalog.=) k.rel AND a.attnum OPERATOR(pg_catalog.=) k.num
-WHERE c.relkind IN ('r', 'p')
-  AND c.relpersistence OPERATOR(pg_catalog.<>) 't'
-  AND NOT a.attisdropped
-ORDER BY 2, 3
-"#;
-
-/// A key table ($1) and every table below it, but temporary ones: each one's OID, name, kind,
-/// owner, the number of the key column (named $2) in it, and the B-tree index a read can take
-/// the highest key from (its first column the key column, no expression, no predicate, valid,
-/// and the type's default operator class of PostgreSQL's own), with whether it is descending.
-const MEMBERS: &str = r#"
-WITH RECURSIVE tree(relid) AS (
-    SELECT $1::pg_catalog.oid
+), roots AS (
+    SELECT c.oid AS relid,
+           pg_catalog.format('%I.%I', n.nspname, c.relname) AS tbl,
+           a.attname,
+           a.atttypid
+    FROM key_columns k
+    JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.rel
+    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+    JOIN pg_catalog.pg_attribute a
+      ON a.attrelid OPERATOR(pg_catalog.=) k.rel AND a.attnum OPERATOR(pg_catalog.=) k.num
+    WHERE c.relkind IN ('r', 'p')
+      AND c.relpersistence OPERATOR(pg_catalog.<>) 't'
+      AND NOT a.attisdropped
+), tree(root, attname, relid) AS (
+    SELECT relid, attname, relid FROM roots
     UNION
-    SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+    SELECT tree.root, tree.attname, i.inhrelid
+    FROM pg_catalog.pg_inherits i
     JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid
 )
-SELECT c.oid,
+SELECT r.relid,
+       r.tbl,
+       r.attname::pg_catalog.text,
+       r.atttypid,
+       pg_catalog.format_type(r.atttypid, NULL),
+       c.oid,
        pg_catalog.format('%I.%I', n.nspname, c.relname),
        c.relkind::pg_catalog.text,
        c.relowner,
        a.attnum,
        ix.indexrelid,
        ix.descending
-FROM tree
+FROM roots r
+JOIN tree
+  ON tree.root OPERATOR(pg_catalog.=) r.relid AND tree.attname OPERATOR(pg_catalog.=) r.attname
 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) tree.relid
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 LEFT JOIN pg_catalog.pg_attribute a
   ON a.attrelid OPERATOR(pg_catalog.=) c.oid
- AND a.attname OPERATOR(pg_catalog.=) $2::pg_catalog.name
+ AND a.attname OPERATOR(pg_catalog.=) r.attname
  AND NOT a.attisdropped
 LEFT JOIN LATERAL (
     SELECT i.indexrelid,
@@ -356,7 +475,7 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) ix ON true
 WHERE c.relpersistence OPERATOR(pg_catalog.<>) 't'
-ORDER BY 2
+ORDER BY 2, 3, c.oid OPERATOR(pg_catalog.<>) r.relid, 7
 "#;
 
 #[cfg(test)]
@@ -377,7 +496,7 @@ mod tests {
             database: "shop".into(),
             snowid: Some("0.7.0".into()),
             columns: vec![column],
-            releases: Recorded::Listed(vec![(7, 1234)]),
+            releases: Contents::Listed(vec![(7, 1234)]),
         };
         let bytes = serde_json::to_vec(&written).unwrap();
         assert_eq!(

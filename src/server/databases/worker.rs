@@ -6,31 +6,42 @@
 //! into it, so that whatever ends the worker (an error, a FATAL such as a database dropped
 //! meanwhile, a termination) reaches the caller with its SQLSTATE, message, detail and hint.
 //!
-//! The worker is steered by nothing a database owner can set: the settings of
-//! `ALTER DATABASE ... SET` (which PostgreSQL applies to every connection) are overridden before
-//! the job runs: the session user is the bootstrap superuser again whatever
-//! `session_authorization` said, and [`FIXED_SETTINGS`] fix the rest (no role switched to, no
-//! read-only or serializable default, no timeout, no `exit_on_error`, a safe `search_path`,
-//! standard string literals).
+//! The worker is steered by nothing a database owner (or anyone) set for a database or a role:
+//! every setting of `ALTER DATABASE ... SET`, `ALTER ROLE ... SET` and `ALTER ROLE ... IN
+//! DATABASE ... SET` (which PostgreSQL applies to every connection) is put back to what the
+//! server's configuration says before the job runs ([`put_back_database_settings`]), whatever
+//! the major's settings are; the session user is the bootstrap superuser again whatever
+//! `session_authorization` said; and [`fixed_settings`] fix what the job depends on, whatever
+//! the configuration says (no role switched to, no read-only or serializable default, no
+//! timeout but the bound on lock waits, no `exit_on_error`, a safe `search_path`, standard
+//! string literals, the database's own encoding for its messages, no damaged page read as
+//! zeros, no parallel query).
+//!
+//! Every lock the worker waits for, its database's own included (`ALTER DATABASE ... RENAME`
+//! held open by its owner, say), it waits for at most `super::super::waits::LOCK_WAIT`: its
+//! `lock_timeout` is that bound from before it connects. A failure to connect within it names
+//! the processes that held the database.
 //!
 //! Jobs run one at a time. A cancel or `statement_timeout` of the caller stops the worker it
 //! waits for; a worker that outlives its caller finds the segment gone, or writes into a queue
 //! nobody reads.
 
-use super::release_records::{self, Written};
+use super::failure::Failure;
+use super::record_table::{self, Written};
 use super::survey::{self, DatabaseReport};
-use super::Failure;
+use crate::server::waits;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_void, CStr, CString};
 
 /// What a worker is asked to do in its database.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Job {
-    /// Read the database's snowid keys and its record of the released shards.
-    Survey,
+    /// Read the database's snowid keys and its record of the released shards, waiting for a
+    /// table another transaction holds locked only if `wait`.
+    Survey { wait: bool },
     /// Replace the database's record of the released shards with these (shard, last ID) pairs.
     Record(Vec<(i32, i64)>),
 }
@@ -41,13 +52,14 @@ pub enum Outcome {
     Surveyed(DatabaseReport),
     /// Whether the record was written (false: snowid is not installed there, or its version
     /// keeps no record).
-    Recorded(bool),
+    Written(bool),
 }
 
-/// The settings a worker fixes, whatever its database sets: each would change what the job does
-/// (`role`, `default_transaction_read_only`, `exit_on_error`, the timeouts, `search_path`,
-/// string literals) or what it says. (`session_authorization` is put back by hand: it cannot be
-/// set outside a transaction.)
+/// The settings a worker fixes, whatever the configuration says: each would change what the job
+/// does (`role`, `default_transaction_read_only`, `exit_on_error`, the timeouts, `search_path`,
+/// string literals, a damaged page read as zeros, parallel workers that cannot connect where the
+/// worker can) or what it says. (`session_authorization` is put back by hand: it cannot be set
+/// outside a transaction; `lock_timeout` and `client_encoding` are set by [`fixed_settings`].)
 const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"role", c"none"),
     (c"search_path", c"pg_catalog, pg_temp"),
@@ -56,8 +68,9 @@ const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"default_transaction_deferrable", c"off"),
     (c"exit_on_error", c"off"),
     (c"statement_timeout", c"0"),
-    (c"lock_timeout", c"0"),
     (c"idle_in_transaction_session_timeout", c"0"),
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    (c"transaction_timeout", c"0"),
     (c"standard_conforming_strings", c"on"),
     (c"transform_null_equals", c"off"),
     (c"quote_all_identifiers", c"off"),
@@ -65,7 +78,117 @@ const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"synchronous_commit", c"local"),
     (c"client_min_messages", c"error"),
     (c"jit", c"off"),
+    (c"zero_damaged_pages", c"off"),
+    (c"ignore_checksum_failure", c"off"),
+    (c"max_parallel_workers_per_gather", c"0"),
+    #[cfg(feature = "pg15")]
+    (c"force_parallel_mode", c"off"),
+    #[cfg(not(feature = "pg15"))]
+    (c"debug_parallel_query", c"off"),
 ];
+
+/// [`FIXED_SETTINGS`], with the bound on lock waits, and the database's own encoding for the
+/// messages it sends (as PostgreSQL's parallel workers do): no conversion, so none that fails.
+fn fixed_settings() -> Vec<(CString, CString)> {
+    // SAFETY: the name of the connected database's encoding, a static string.
+    let encoding = unsafe { CStr::from_ptr(pg_sys::GetDatabaseEncodingName()) }.to_owned();
+    FIXED_SETTINGS
+        .iter()
+        .map(|(name, value)| (CString::from(*name), CString::from(*value)))
+        .chain([
+            (c"lock_timeout".into(), waits::lock_wait_setting()),
+            (c"client_encoding".into(), encoding),
+        ])
+        .collect()
+}
+
+/// Sets a built-in setting as an override, which outranks every other source.
+fn set_override(name: &CStr, value: &CStr) {
+    // SAFETY: a setting a superuser may set; NUL-terminated strings.
+    unsafe {
+        pg_sys::SetConfigOption(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+        )
+    };
+}
+
+/// Every setting PostgreSQL has in this process, as its `config_generic` records.
+fn every_setting() -> &'static [*mut pg_sys::config_generic] {
+    // SAFETY: PostgreSQL's own array of its settings, valid for the process's life (a setting
+    // defined later makes a new one, which this does not keep).
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let (array, count) = (pg_sys::get_guc_variables(), pg_sys::GetNumConfigOptions());
+        #[cfg(not(feature = "pg15"))]
+        let (array, count) = {
+            let mut count = 0;
+            (pg_sys::get_guc_variables(&mut count), count)
+        };
+        match array.is_null() {
+            true => &[],
+            false => std::slice::from_raw_parts(array, count.max(0) as usize),
+        }
+    }
+}
+
+/// What a setting a database or a role can set says now, for each: taken before the worker
+/// connects, from the server's configuration alone.
+fn settings_before_connecting() -> Vec<(CString, CString)> {
+    every_setting()
+        .iter()
+        .filter_map(|&setting| {
+            // SAFETY: a record of PostgreSQL's setting array, and its value as text, copied
+            // at once (numbers come in a static buffer).
+            unsafe {
+                let setting = &*setting;
+                // `role`, `session_authorization` and the `transaction_*` settings (those a
+                // RESET ALL leaves) are not put back: the first two are fixed by hand, the
+                // others last one transaction, and the job's own follows the fixed defaults.
+                let settable = matches!(
+                    setting.context,
+                    pg_sys::GucContext::PGC_USERSET | pg_sys::GucContext::PGC_SUSET
+                ) && setting.flags
+                    & (pg_sys::GUC_CUSTOM_PLACEHOLDER | pg_sys::GUC_NO_RESET_ALL) as i32
+                    == 0;
+                if !settable || setting.name.is_null() {
+                    return None;
+                }
+                let value = pg_sys::GetConfigOption(setting.name, true, false);
+                (!value.is_null()).then(|| {
+                    (
+                        CStr::from_ptr(setting.name).to_owned(),
+                        CStr::from_ptr(value).to_owned(),
+                    )
+                })
+            }
+        })
+        .collect()
+}
+
+/// Puts every setting a database's or role's `SET` changed back to what it said before the
+/// worker connected (`before`), as an override: nothing set for a database or a role steers the
+/// worker, in any major, whatever the setting.
+fn put_back_database_settings(before: &[(CString, CString)]) {
+    let from_the_catalog = [
+        pg_sys::GucSource::PGC_S_GLOBAL,
+        pg_sys::GucSource::PGC_S_DATABASE,
+        pg_sys::GucSource::PGC_S_USER,
+        pg_sys::GucSource::PGC_S_DATABASE_USER,
+    ];
+    for &setting in every_setting() {
+        // SAFETY: a record of PostgreSQL's setting array.
+        let (name, source) = unsafe { (CStr::from_ptr((*setting).name), (*setting).source) };
+        if !from_the_catalog.contains(&source) {
+            continue;
+        }
+        if let Some((_, value)) = before.iter().find(|(n, _)| n.as_c_str() == name) {
+            set_override(name, value);
+        }
+    }
+}
 
 /// The queue's size: an answer larger than this passes through it in parts.
 const QUEUE_BYTES: usize = 1 << 16;
@@ -73,6 +196,8 @@ const QUEUE_BYTES: usize = 1 << 16;
 /// The first byte of the worker's answer, beside the protocol messages ('E' an error, 'N' a
 /// notice) that its redirected output sends.
 const ANSWER: u8 = b'r';
+/// The first byte of the message the worker sends once it has connected to its database.
+const CONNECTED: u8 = b'c';
 
 /// The segment's header; the job's JSON follows it, then the queue.
 #[repr(C)]
@@ -119,7 +244,12 @@ pub fn run(database: pg_sys::Oid, name: &str, job: &Job) -> Result<Outcome, Fail
         )
     };
     let answer = start(segment, queue, name).and_then(|worker| {
-        let answer = receive(queue);
+        let answer = receive(queue).map_err(|(failure, connected)| match connected {
+            false if failure.code == LOCK_NOT_AVAILABLE => {
+                Failure::database_locked(&waits::holders_of_database(database))
+            }
+            _ => failure,
+        });
         worker.exited();
         answer
     });
@@ -157,8 +287,13 @@ fn start(
     Ok(RunningWorker(handle))
 }
 
-/// Reads the worker's messages until its answer, its error, or its end.
-fn receive(queue: *mut pg_sys::shm_mq_handle) -> Result<Outcome, Failure> {
+/// SQLSTATE 55P03, lock_not_available: a lock wait ran past `lock_timeout`.
+const LOCK_NOT_AVAILABLE: &str = "55P03";
+
+/// Reads the worker's messages until its answer, its error, or its end; a failure comes with
+/// whether the worker had connected to its database.
+fn receive(queue: *mut pg_sys::shm_mq_handle) -> Result<Outcome, (Failure, bool)> {
+    let mut connected = false;
     loop {
         let mut len: pg_sys::Size = 0;
         let mut data: *mut c_void = std::ptr::null_mut();
@@ -166,7 +301,7 @@ fn receive(queue: *mut pg_sys::shm_mq_handle) -> Result<Outcome, Failure> {
         // unwind through the worker's guard, stopping it).
         let result = unsafe { pg_sys::shm_mq_receive(queue, &mut len, &mut data, false) };
         if result != pg_sys::shm_mq_result::SHM_MQ_SUCCESS {
-            return Err(Failure::ended_without_answer());
+            return Err((Failure::ended_without_answer(), connected));
         }
         // SAFETY: shm_mq gives `len` bytes at `data`, valid until the next receive.
         let message = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
@@ -174,8 +309,10 @@ fn receive(queue: *mut pg_sys::shm_mq_handle) -> Result<Outcome, Failure> {
             Some(&ANSWER) => {
                 return serde_json::from_slice::<Result<Outcome, Failure>>(&message[1..])
                     .unwrap_or_else(|e| Err(Failure::internal(format!("its answer: {e}"))))
+                    .map_err(|failure| (failure, connected))
             }
-            Some(b'E') => return Err(error_of(message)),
+            Some(&CONNECTED) => connected = true,
+            Some(b'E') => return Err((error_of(message), connected)),
             // Notices, and anything else its redirected output sends, are not the answer.
             _ => {}
         }
@@ -262,9 +399,13 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
         pg_sys::ffi::pg_guard_ffi_boundary(|| pq_redirect_to_shm_mq(segment, queue));
         (header.database, job, queue)
     };
+    // Before it connects: the configuration's settings, to put back any that the database's or
+    // a role's settings change, and the bound on every lock wait, its database's own included.
+    let before = settings_before_connecting();
+    set_override(c"lock_timeout", &waits::lock_wait_setting());
     // SAFETY: connects this worker to the database as the bootstrap superuser; a database that
-    // refuses connections (a template) is read all the same. A database dropped meanwhile ends
-    // the worker here, with FATAL, which the queue carries.
+    // refuses connections (a template) is read all the same. A database dropped meanwhile, or
+    // locked past the bound, ends the worker here, with FATAL, which the queue carries.
     unsafe {
         pg_sys::BackgroundWorkerInitializeConnectionByOid(
             database,
@@ -276,25 +417,19 @@ pub unsafe extern "C-unwind" fn snowid_database_worker(argument: pg_sys::Datum) 
     // another role this worker's session user; it is the bootstrap superuser again, as it
     // connected. No catalog is read.
     unsafe { pg_sys::SetSessionAuthorization(pg_sys::BOOTSTRAP_SUPERUSERID.into(), true) };
-    for (name, value) in FIXED_SETTINGS {
-        // SAFETY: each is a built-in setting a superuser may set; an override outranks the
-        // database's own.
-        unsafe {
-            pg_sys::SetConfigOption(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_SUSET,
-                pg_sys::GucSource::PGC_S_OVERRIDE,
-            )
-        };
+    // SAFETY: the queue is attached as its sender; the caller reads it until the answer.
+    unsafe { pg_sys::shm_mq_send(queue, 1, [CONNECTED].as_ptr().cast(), false, true) };
+    put_back_database_settings(&before);
+    for (name, value) in fixed_settings() {
+        set_override(&name, &value);
     }
     let job: Job = serde_json::from_slice(&job)
         .unwrap_or_else(|e| error!("snowid's worker cannot read its job: {e}"));
     let outcome = in_own_transaction(|| match &job {
-        Job::Survey => survey::this_database().map(Outcome::Surveyed),
-        Job::Record(released) => match release_records::write_here(released)? {
-            Written::Record => Ok(Outcome::Recorded(true)),
-            Written::NoRecord => Ok(Outcome::Recorded(false)),
+        Job::Survey { wait } => survey::this_database(*wait).map(Outcome::Surveyed),
+        Job::Record(released) => match record_table::write_here(released)? {
+            Written::Record => Ok(Outcome::Written(true)),
+            Written::NoRecord => Ok(Outcome::Written(false)),
             Written::Untrusted(why) => Err(Failure::new("42501", why)),
         },
     });

@@ -15,6 +15,8 @@
 //! or the postmaster's death ends it as anywhere else.
 
 use pgrx::pg_sys;
+use pgrx::prelude::*;
+use snowid_core::durable::{Change, Unavailable};
 use std::ffi::c_long;
 use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
@@ -139,4 +141,27 @@ fn status_flags() -> bool {
         17 => version >= 170005,
         _ => true,
     }
+}
+
+/// Makes one change of the state durable: its WAL record with its pages, flushed; then
+/// `in_force` runs, since the change holds here from then on; then the synchronous standbys
+/// confirm it, if there are any. A cancel of that wait leaves the change durable and in force
+/// here, and says so ([`Unavailable::NotReplicated`]).
+pub fn persist(change: &Change, in_force: &mut dyn FnMut()) -> Result<(), Unavailable> {
+    let lsn = super::pages::write(change).map_err(Unavailable::Damaged)?;
+    flush(lsn);
+    in_force();
+    wait_for_sync_standbys(lsn)
+        .map_err(|_| Unavailable::NotReplicated(Box::new(change.clone())))?;
+    if let Change::Promotion {
+        timeline,
+        base_unix_ms,
+    } = change
+    {
+        log!(
+            "snowid recorded its promotion to timeline {timeline}: its time base starts no earlier than {}",
+            snowid_core::epoch::format(*base_unix_ms)
+        );
+    }
+    Ok(())
 }

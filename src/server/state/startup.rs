@@ -13,8 +13,8 @@
 //! error at any point before that leaves the pages as they were and the evidence with them, so
 //! the next try plans the same (the fault points of [`super::faults`] test each point).
 
-use super::durability::make_durable;
-use super::{faults, old_files, pages, persist, wal_records, witness};
+use super::durability::{make_durable, persist};
+use super::{faults, old_files, pages, wal_records, witness};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowid_core::durable::{Change, DurableState, Unavailable, RELATION_NUMBER};

@@ -423,3 +423,73 @@ pub fn clusters_to_upgrade_from(
     new.set_wall_clock_offset(BEHIND);
     (old, new, old_max)
 }
+
+/// A cluster with `t` keyed by shard 8 in `postgres`, and `owner1`'s database `zdb` (the last by
+/// name) with snowid; a connection of `owner1` there that holds `DROP EXTENSION snowid` open,
+/// and so a lock on its record. Returns the cluster, that connection and t's highest ID.
+pub fn a_record_held_by_an_open_drop() -> (Cluster, Client, i64) {
+    a_record_held_by_an_open_drop_in("zdb")
+}
+
+/// [`a_record_held_by_an_open_drop`], in `owner1`'s database `database`.
+pub fn a_record_held_by_an_open_drop_in(database: &str) -> (Cluster, Client, i64) {
+    let cluster = cluster_with_rows(8, 100);
+    let old_max = max_id(&mut cluster.client());
+    let mut db = cluster.client();
+    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
+    db.batch_execute(&format!("CREATE DATABASE {database} OWNER owner1"))
+        .unwrap();
+    let mut owner = cluster.client_as("owner1", database);
+    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
+    owner
+        .batch_execute("BEGIN; DROP EXTENSION snowid;")
+        .unwrap();
+    (cluster, owner, old_max)
+}
+
+/// `snowid_release(shard)` in a thread of its own, on a connection of its own: its last ID, or
+/// its error described.
+pub fn release_in_a_thread(port: u16, shard: i32) -> std::thread::JoinHandle<Result<i64, String>> {
+    std::thread::spawn(move || {
+        connect_to(port, "postgres", "postgres")
+            .query_one("SELECT snowid_release($1)", &[&shard])
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|e| describe(&e))
+    })
+}
+
+/// The shards each database's record lists, by database.
+pub fn recorded_shards(cluster: &Cluster, databases: &[&str]) -> Vec<(String, Vec<i32>)> {
+    databases
+        .iter()
+        .map(|database| {
+            let shards: Vec<i32> = cluster
+                .client_of(database)
+                .query_one("SELECT shards FROM snowid_released_shards", &[])
+                .unwrap()
+                .get(0);
+            (database.to_string(), shards)
+        })
+        .collect()
+}
+
+/// A connection to `database` from another thread (for a statement that waits).
+pub fn connect_to(port: u16, user: &str, database: &str) -> Client {
+    Client::connect(
+        &format!("host=127.0.0.1 port={port} user={user} dbname={database}"),
+        crate::postgres::NoTls,
+    )
+    .unwrap()
+}
+
+/// The error has SQLSTATE `sqlstate` and says each of `says` (in its message, detail or hint).
+pub fn assert_error(err: &Error, sqlstate: &str, says: &[&str]) {
+    assert_eq!(code(err), sqlstate, "{}", describe(err));
+    for said in says {
+        assert!(
+            describe(err).contains(said),
+            "the error says {said:?}: {}",
+            describe(err)
+        );
+    }
+}

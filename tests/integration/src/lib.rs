@@ -1092,3 +1092,30 @@ pub fn burst(db: &mut Client, shard: i32, n: i32) -> Burst {
         clock_behind_s: after.get(1),
     }
 }
+
+/// The first column of the one row `sql` returns; the query must succeed.
+pub fn one<T: postgres::types::FromSqlOwned>(
+    db: &mut Client,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> T {
+    db.query_one(sql, params)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
+}
+
+/// Waits until `sql`, a query of one boolean (of `pg_stat_activity`, say), returns true in `db`;
+/// fails the test with `what` after 8 seconds.
+pub fn wait_for(db: &mut Client, what: &str, sql: &str) {
+    wait_until(what, std::time::Duration::from_secs(8), || {
+        one::<bool>(db, sql, &[])
+    });
+}
+
+/// Each of `row`'s first columns, a count, is the one `expected` gives, or fails with its words:
+/// for the usual check of rows arrived, IDs distinct, IDs on their shards and in order.
+pub fn assert_counts(row: &postgres::Row, expected: &[(i64, &str)]) {
+    for (column, (count, what)) in expected.iter().enumerate() {
+        assert_eq!(row.get::<_, i64>(column), *count, "{what}");
+    }
+}

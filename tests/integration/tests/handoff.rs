@@ -4,7 +4,7 @@
 
 use snowid_integration::postgres::fallible_iterator::FallibleIterator;
 use snowid_integration::postgres::{self, types::Type, CancelToken, Client, NoTls};
-use snowid_integration::{set_and_reload, wait_until, Cluster, Watchdog};
+use snowid_integration::{one, set_and_reload, wait_until, Cluster, Watchdog};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Barrier;
@@ -210,10 +210,7 @@ fn a_shard_handed_over_mid_statement_to_a_server_whose_clock_is_behind() {
                 || streamed_latest.load(Ordering::Relaxed) > after_reload,
             );
 
-            let last_id: i64 = control
-                .query_one("SELECT snowid_release($1)", &[&SHARD])
-                .unwrap()
-                .get(0);
+            let last_id: i64 = one(&mut control, "SELECT snowid_release($1)", &[&SHARD]);
 
             let (streamed, streamed_end) = streaming.join().unwrap();
             let inserted_end = inserting.join().unwrap();
@@ -365,8 +362,10 @@ fn a_shard_handed_over_mid_statement_to_a_server_whose_clock_is_behind() {
         )
         .unwrap();
     let expected = (from_a.len() + from_b.len()) as i64;
-    assert_eq!(row.get::<_, i64>(0), expected);
-    assert_eq!(row.get::<_, i64>(1), expected, "no duplicates");
+    snowid_integration::assert_counts(
+        &row,
+        &[(expected, "every ID arrived"), (expected, "no duplicates")],
+    );
     assert!(
         row.get::<_, i64>(3) > row.get::<_, i64>(2),
         "every one of B's IDs is above every one of A's"
@@ -428,17 +427,14 @@ fn snowid_next_without_a_shard_uses_the_servers_own() {
         )
         .unwrap();
     let expected = i64::from(SESSIONS * ROWS);
-    assert_eq!(row.get::<_, i64>(0), expected, "every row arrived");
-    assert_eq!(row.get::<_, i64>(1), expected, "no duplicates");
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
-        "IDs outside the owned shards 10-13"
-    );
-    assert_eq!(
-        row.get::<_, i64>(3),
-        0,
-        "each session's IDs increase in its insert order"
+    snowid_integration::assert_counts(
+        &row,
+        &[
+            (expected, "every row arrived"),
+            (expected, "no duplicates"),
+            (0, "IDs outside the owned shards 10-13"),
+            (0, "each session's IDs increase in its insert order"),
+        ],
     );
     let per_session: Vec<(i32, Vec<i32>)> = db
         .query(
@@ -576,10 +572,7 @@ fn a_release_reaches_the_old_owners_standby_and_outlives_its_promotion() {
          INSERT INTO t SELECT snowid_next(7) FROM generate_series(1, 10000);",
     )
     .unwrap();
-    let last_id: i64 = on_a
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last_id: i64 = one(&mut on_a, "SELECT snowid_release(7)", &[]);
     let mut on_b = b.client();
     on_b.query_one("SELECT snowid_resume_above($1)", &[&last_id])
         .unwrap();
@@ -606,10 +599,11 @@ fn a_release_reaches_the_old_owners_standby_and_outlives_its_promotion() {
             err.as_db_error().unwrap().message(),
             "snowid shard 7 was released"
         );
-        let released: bool = on_a2
-            .query_one("SELECT released FROM snowid_stats() WHERE shard = 7", &[])
-            .unwrap()
-            .get(0);
+        let released: bool = one(
+            &mut on_a2,
+            "SELECT released FROM snowid_stats() WHERE shard = 7",
+            &[],
+        );
         assert!(released);
         let other: i64 = on_a2
             .query_one(

@@ -11,7 +11,7 @@
 use snowid_integration::fences::*;
 use snowid_integration::hostile::{assert_nothing_of_hers_ran_as_a_superuser, TRAPS};
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, not_run, ran, Cluster};
+use snowid_integration::{code, not_run, one, ran, Cluster};
 
 /// Row 2's places, in `mdb`, on bigint keys the survey reads: an expression index, a partial
 /// index's predicate, a partition key expression, an expression statistics object, a CHECK
@@ -160,10 +160,7 @@ fn no_code_of_a_database_owner_runs_as_the_superuser() {
     assert_nothing_of_hers_ran_as_a_superuser(&cluster, &["mdb", "cdb"], "after the resumes");
     // A release and a take-back write the records of mdb and cdb, running nothing of owner1's.
     let mut db = cluster.client();
-    let last: i64 = db
-        .query_one("SELECT snowid_release(9)", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = one(&mut db, "SELECT snowid_release(9)", &[]);
     for database in ["mdb", "cdb"] {
         let recorded: Vec<i32> = cluster
             .client_of(database)
@@ -270,10 +267,11 @@ fn no_setting_temp_table_or_collation_of_an_owner_stalls_or_steers_it() {
         .options("-c statement_timeout=0 -c lock_timeout=0 -c session_authorization=postgres")
         .connect(snowid_integration::postgres::NoTls)
         .unwrap();
-    let recorded: Vec<i32> = mdb
-        .query_one("SELECT shards FROM public.snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(
+        &mut mdb,
+        "SELECT shards FROM public.snowid_released_shards",
+        &[],
+    );
     assert_eq!(recorded, vec![7], "mdb records the release");
     drop(mdb);
     drop(db);
@@ -347,12 +345,7 @@ fn a_key_stored_ahead_moves_the_time_base_no_further_than_the_superuser_accepts(
     let err = db
         .query("SELECT * FROM snowid_resume_above_columns()", &[])
         .expect_err("a key 50 minutes ahead");
-    assert_eq!(code(&err), "55000", "{}", describe(&err));
-    assert!(
-        describe(&err).contains("50.0 minutes ahead"),
-        "{}",
-        describe(&err)
-    );
+    assert_error(&err, "55000", &["50.0 minutes ahead"]);
     assert!(
         describe(&err).contains("accept_ahead => '"),
         "{}",
@@ -391,5 +384,399 @@ fn a_key_stored_ahead_moves_the_time_base_no_further_than_the_superuser_accepts(
             || describe(&err).contains("1.7 hours ahead"),
         "{}",
         describe(&err)
+    );
+}
+
+/// The bound every wait of the cluster-wide statements has (`LOCK_WAIT` in src/server/waits.rs).
+const BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs `sql`, which must fail, and returns its error and how long it took.
+fn timed_failure(
+    db: &mut Client,
+    sql: &str,
+) -> (snowid_integration::postgres::Error, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let _watchdog = snowid_integration::Watchdog::new(db, 6 * BOUND);
+    let result = db.query(sql, &[]);
+    let took = started.elapsed();
+    match result {
+        Ok(rows) => panic!("{sql} succeeded ({} rows) where it must fail", rows.len()),
+        Err(err) => (err, took),
+    }
+}
+
+/// The statement ended within the bound, after waiting for it: not sooner (it waited), and not
+/// much later (nothing else waited).
+fn assert_within_the_bound(sql: &str, took: std::time::Duration) {
+    assert!(
+        took >= BOUND - std::time::Duration::from_millis(500) && took < 2 * BOUND,
+        "{sql} took {took:?}; it must end once, within {BOUND:?} of waiting"
+    );
+}
+
+/// `owner1` (with CREATEDB) owning database `mdb`, where it installed snowid and keys `t` by
+/// shard 6; a preloaded cluster with `t` keyed by shard 5 in `postgres`.
+fn cluster_with_an_owners_database() -> Cluster {
+    let cluster = cluster_with_rows(5, 100);
+    let mut db = cluster.client();
+    db.batch_execute("CREATE ROLE owner1 LOGIN CREATEDB")
+        .unwrap();
+    db.batch_execute("CREATE DATABASE mdb OWNER owner1")
+        .unwrap();
+    cluster
+        .client_as("owner1", "mdb")
+        .batch_execute(
+            "CREATE EXTENSION snowid;
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowid_next(6));
+             INSERT INTO t SELECT FROM generate_series(1, 100);",
+        )
+        .unwrap();
+    cluster
+}
+
+/// The error names database `mdb` and the process that held it.
+fn assert_names_mdb_and(err: &snowid_integration::postgres::Error, pid: i32, what: &str) {
+    assert_eq!(code(err), "55P03", "{what}: {}", describe(err));
+    let said = describe(err);
+    let named = said
+        .split("by process")
+        .nth(1)
+        .is_some_and(|processes| processes.contains(&pid.to_string()));
+    assert!(
+        said.contains("\"mdb\"") && named,
+        "{what}: the error names the database and the process holding it: {said}"
+    );
+}
+
+/// Issue 51, item 11. Guards against a database lock that stalls the cluster-wide statements
+/// with no bound (0.7.0: a role with CREATEDB holding `ALTER DATABASE mdb RENAME` open stalled
+/// every release, take-back and fence lift: the worker's connection waited on the database's
+/// lock, and the caller on the worker). Each ends within the bound (measured), with 55P03 naming
+/// `mdb` and the owner's process; a cancel ends the wait at once; once the rename is rolled back,
+/// the release and the fence lift go through.
+#[test]
+fn a_database_held_locked_by_its_owner_stalls_no_statement_past_the_bound() {
+    let mut cluster = cluster_with_an_owners_database();
+    let mut db = cluster.client();
+    let last9: i64 = one(&mut db, "SELECT snowid_release(9)", &[]);
+    let hold = |cluster: &Cluster| {
+        let mut owner = cluster.client_as("owner1", "postgres");
+        owner
+            .batch_execute("BEGIN; ALTER DATABASE mdb RENAME TO mdb_renamed;")
+            .unwrap();
+        let pid: i32 = one(&mut owner, "SELECT pg_backend_pid()", &[]);
+        (owner, pid)
+    };
+    let (mut owner, pid) = hold(&cluster);
+    let (err, took) = timed_failure(&mut db, "SELECT snowid_release(7)");
+    assert_names_mdb_and(&err, pid, "the release");
+    assert_within_the_bound("the release", took);
+    assert_generates_above(&mut db, 7, 0, "after the refused release");
+    // A cancel ends the wait: the take-back is durable, and says that mdb's record is not.
+    let theirs = last9 + (1 << 23) * 1000;
+    let started = std::time::Instant::now();
+    let err = {
+        let _cancel = snowid_integration::Watchdog::new(&db, std::time::Duration::from_secs(2));
+        db.query_one("SELECT snowid_take_back(9, $1)", &[&theirs])
+            .expect_err("cancelled while mdb is locked")
+    };
+    assert!(started.elapsed() < BOUND / 2, "the cancel ended the wait");
+    assert_error(&err, "57014", &["was taken back"]);
+    owner.batch_execute("ROLLBACK").unwrap();
+    drop((db, owner));
+    lose_state(&mut cluster);
+    let (mut owner, pid) = hold(&cluster);
+    let mut db = cluster.client();
+    let (err, took) = timed_failure(&mut db, "SELECT * FROM snowid_resume_above_columns()");
+    assert_names_mdb_and(&err, pid, "the fence lift");
+    assert_within_the_bound("the fence lift", took);
+    assert_refuses(&cluster, 5, 0, "after the refused fence lift");
+    owner.batch_execute("ROLLBACK").unwrap();
+    resume_rows(&mut db);
+    db.query_one("SELECT snowid_release(7)", &[])
+        .unwrap_or_else(|e| panic!("once mdb is free: {}", describe(&e)));
+}
+
+/// Issue 51, item 12. Guards against snowid's cluster-wide lock taken before PostgreSQL's own
+/// (0.7.0: `owner1` held `COMMENT ON DATABASE mdb` open, then ran `CREATE DATABASE mcopy
+/// TEMPLATE mdb`, whose session took snowid's lock and then waited for the template: every
+/// `snowid_release` timed out, and `CREATE EXTENSION snowid` anywhere waited at its commit past
+/// its `statement_timeout`). The copy holds nothing of snowid's while it waits for the template;
+/// an install elsewhere commits within its `statement_timeout`; a release ends within the bound
+/// naming `mdb` (a copy queued on a database keeps every new connection to it out) and the
+/// process holding it; once the comment commits, the copy is made, and a release is recorded in
+/// it too.
+#[test]
+fn a_copy_waiting_for_its_template_holds_nothing_of_snowids() {
+    let cluster = cluster_with_an_owners_database();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE DATABASE other").unwrap();
+    let mut commenting = cluster.client_as("owner1", "postgres");
+    commenting
+        .batch_execute("BEGIN; COMMENT ON DATABASE mdb IS 'held';")
+        .unwrap();
+    let pid: i32 = one(&mut commenting, "SELECT pg_backend_pid()", &[]);
+    let port = cluster.port;
+    let copying = std::thread::spawn(move || {
+        connect_to(port, "owner1", "postgres").batch_execute("CREATE DATABASE mcopy TEMPLATE mdb")
+    });
+    snowid_integration::wait_for(
+        &mut db,
+        "the copy waits for its template",
+        "SELECT count(*) = 1 FROM pg_stat_activity
+                 WHERE query LIKE 'CREATE DATABASE mcopy%' AND wait_event_type = 'Lock'",
+    );
+    let snowids: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+             WHERE a.query LIKE 'CREATE DATABASE mcopy%'
+               AND l.locktype = 'advisory' AND l.classid = 1936617335",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        snowids, 0,
+        "the waiting copy holds snowid's cluster-wide lock"
+    );
+    let mut other = cluster.client_of("other");
+    let _watchdog = snowid_integration::Watchdog::new(&other, 3 * BOUND);
+    let started = std::time::Instant::now();
+    other
+        .batch_execute("SET statement_timeout = '5s'; CREATE EXTENSION snowid;")
+        .unwrap_or_else(|e| panic!("the install elsewhere: {}", describe(&e)));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let (err, took) = timed_failure(&mut db, "SELECT snowid_release(7)");
+    assert_names_mdb_and(&err, pid, "the release");
+    assert_within_the_bound("the release", took);
+    commenting.batch_execute("COMMIT").unwrap();
+    copying
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the copy: {}", describe(&e)));
+    db.query_one("SELECT snowid_release(7)", &[])
+        .unwrap_or_else(|e| panic!("the release once the copy is made: {}", describe(&e)));
+    for (database, shards) in recorded_shards(&cluster, &["postgres", "mdb", "mcopy", "other"]) {
+        assert_eq!(shards, vec![7], "{database}");
+    }
+}
+
+/// Issue 51, item 13. Guards against a survey that waits for every locked table in turn while
+/// the cluster-wide lock is held (0.7.0: a resume refused for four tables another session held
+/// locked took 10 s each, 40 s). Four key tables of `mdb` held locked by `owner1`'s sessions: the
+/// resume is refused within the bound, once, naming all four (the first waited for, the others
+/// not).
+#[test]
+fn four_locked_tables_cost_one_wait() {
+    let cluster = cluster_with_an_owners_database();
+    let mut owner = cluster.client_as("owner1", "mdb");
+    owner
+        .batch_execute(
+            "CREATE TABLE k1 (id bigint DEFAULT snowid_next(6));
+             CREATE TABLE k2 (id bigint DEFAULT snowid_next(6));
+             CREATE TABLE k3 (id bigint DEFAULT snowid_next(6));
+             CREATE TABLE k4 (id bigint DEFAULT snowid_next(6));",
+        )
+        .unwrap();
+    let holders: Vec<Client> = ["k1", "k2", "k3", "k4"]
+        .iter()
+        .map(|table| {
+            let mut session = cluster.client_as("owner1", "mdb");
+            session
+                .batch_execute(&format!(
+                    "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE;"
+                ))
+                .unwrap();
+            session
+        })
+        .collect();
+    let mut db = cluster.client();
+    let (err, took) = timed_failure(&mut db, "SELECT * FROM snowid_resume_above_columns()");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    assert_within_the_bound("the resume", took);
+    let said = describe(&err);
+    assert!(
+        said.contains("public.k1 stayed locked against reading for 10 s"),
+        "{said}"
+    );
+    for table in ["k2", "k3", "k4"] {
+        assert!(
+            said.contains(&format!("public.{table} was locked against reading")),
+            "{table}: {said}"
+        );
+    }
+    drop(holders);
+}
+
+/// Issue 51, item 14. Guards against settings of a database or a role that steer the worker
+/// (0.7.0 put back a fixed list, without `transaction_timeout` (17 on) or `client_encoding`:
+/// `ALTER DATABASE mdb SET transaction_timeout = '1ms'` failed every release in the cluster).
+/// `owner1` sets, for `mdb`, every kind of setting that changes what a query does or says (a
+/// transaction timeout, the client encoding, parallel query forced where its workers cannot
+/// connect, planner switches, memory, formats, row security, the table access method); a
+/// superuser sets `zero_damaged_pages` for itself in `mdb`. A release is recorded in `mdb`; and a
+/// damaged page holding `mdb`'s newest keys is not read as zeros: the resume refuses rather than
+/// lift the fence below them.
+#[test]
+fn no_setting_of_a_database_or_role_steers_the_worker() {
+    let mut cluster = cluster_with_an_owners_database();
+    let major = snowid_integration::major_number();
+    let mut settings = vec![
+        "client_encoding = 'LATIN1'",
+        "parallel_setup_cost = 0",
+        "parallel_tuple_cost = 0",
+        "min_parallel_table_scan_size = 0",
+        "max_parallel_workers_per_gather = 4",
+        "enable_hashjoin = off",
+        "enable_mergejoin = off",
+        "enable_indexscan = off",
+        "work_mem = '64kB'",
+        "DateStyle = 'SQL, DMY'",
+        "extra_float_digits = -15",
+        "bytea_output = 'escape'",
+        "row_security = off",
+        "plan_cache_mode = force_generic_plan",
+        "default_table_access_method = 'heap'",
+    ];
+    if major >= 17 {
+        settings.push("transaction_timeout = '1ms'");
+    }
+    settings.push(if major >= 16 {
+        "debug_parallel_query = on"
+    } else {
+        "force_parallel_mode = on"
+    });
+    let mut owner = cluster.client_as("owner1", "postgres");
+    for setting in &settings {
+        owner
+            .batch_execute(&format!("ALTER DATABASE mdb SET {setting}"))
+            .unwrap_or_else(|e| panic!("{setting}: {}", describe(&e)));
+    }
+    owner
+        .batch_execute("ALTER DATABASE mdb ALLOW_CONNECTIONS false")
+        .unwrap();
+    let mut db = cluster.client();
+    db.batch_execute("ALTER ROLE postgres IN DATABASE mdb SET zero_damaged_pages = on")
+        .unwrap();
+    db.query_one("SELECT snowid_release(7)", &[])
+        .unwrap_or_else(|e| panic!("the release with mdb's settings: {}", describe(&e)));
+    owner
+        .batch_execute("ALTER DATABASE mdb ALLOW_CONNECTIONS true")
+        .unwrap();
+    let recorded = recorded_in(&cluster, "mdb");
+    assert_eq!(recorded, vec![7], "mdb records the release");
+    // mdb's newest keys on a page of their own, which is then damaged.
+    let (file, t_max) = {
+        let mut mdb = superuser_in(&cluster, "mdb");
+        mdb.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 2000)")
+            .unwrap();
+        let file: String = one(&mut mdb, "SELECT pg_relation_filepath('t')", &[]);
+        (file, max_of(&mut mdb, "t"))
+    };
+    drop(db);
+    cluster.stop("fast");
+    let path = cluster.pgdata().join(&file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last_page = bytes.len() - 8192;
+    // pd_lower past pd_upper: a page header no page has.
+    bytes[last_page + 12] = 0xff;
+    bytes[last_page + 13] = 0x7f;
+    cluster.put_file(&file, &bytes);
+    damage(&cluster, Damage::Deleted);
+    start(&mut cluster);
+    let mut db = cluster.client();
+    match db.query("SELECT * FROM snowid_resume_above_columns()", &[]) {
+        Ok(rows) => {
+            let listed: Vec<(String, Option<String>, Option<i64>)> = rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(3)))
+                .collect();
+            panic!(
+                "the fence lifted over a damaged page read as zeros: {listed:?} (mdb's t goes \
+                 up to {t_max})"
+            )
+        }
+        Err(err) => assert!(
+            describe(&err).contains("could not read the snowid keys of database \"mdb\""),
+            "{}",
+            describe(&err)
+        ),
+    }
+    assert_refuses(&cluster, 5, 0, "after the refusal");
+}
+
+/// A superuser's connection to `database`, whatever its settings say.
+fn superuser_in(cluster: &Cluster, database: &str) -> Client {
+    let mut options =
+        "-c zero_damaged_pages=off -c statement_timeout=0 -c max_parallel_workers_per_gather=0"
+            .to_string();
+    if snowid_integration::major_number() >= 17 {
+        options.push_str(" -c transaction_timeout=0");
+    }
+    snowid_integration::postgres::Config::new()
+        .host("127.0.0.1")
+        .port(cluster.port)
+        .user("postgres")
+        .dbname(database)
+        .options(&options)
+        .connect(snowid_integration::postgres::NoTls)
+        .unwrap()
+}
+
+/// The shards `database` records as released.
+fn recorded_in(cluster: &Cluster, database: &str) -> Vec<i32> {
+    superuser_in(cluster, database)
+        .query_one("SELECT shards FROM public.snowid_released_shards", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// Guards against a table read as the superuser rather than as its owner on the access method's
+/// path, where no SQL of the owner's runs and so nothing else could tell: a table access method
+/// of the test build's (heap's own, logging who begins a scan or an index fetch) holds `owner1`'s
+/// key tables `ks` (bigint, read from its index) and `kt` (text, read row by row). The resume
+/// reads both as `owner1`, in a security-restricted operation, and never as the superuser.
+#[test]
+fn an_owners_table_is_read_as_its_owner_through_its_access_method() {
+    let cluster = cluster_with_an_owners_database();
+    superuser_in(&cluster, "mdb")
+        .batch_execute(
+            "CREATE FUNCTION spy_am(internal) RETURNS table_am_handler
+                 LANGUAGE c AS 'snowid', 'snowid_test_spy_am';
+             CREATE ACCESS METHOD spy TYPE TABLE HANDLER spy_am;",
+        )
+        .unwrap();
+    cluster
+        .client_as("owner1", "mdb")
+        .batch_execute(
+            "CREATE TABLE ks (id bigint PRIMARY KEY DEFAULT snowid_next(6)) USING spy;
+             CREATE TABLE kt (id text DEFAULT snowid_text(snowid_next(6))) USING spy;
+             INSERT INTO ks SELECT FROM generate_series(1, 100);
+             INSERT INTO kt SELECT FROM generate_series(1, 100);",
+        )
+        .unwrap();
+    let before = cluster.log().len();
+    let rows = resume_rows(&mut cluster.client());
+    assert!(
+        rows.iter().any(|r| r.1.as_deref() == Some("public.kt")),
+        "{rows:?}"
+    );
+    let log = cluster.log();
+    let seen: Vec<&str> = log[before..]
+        .lines()
+        .filter(|l| l.contains("snowid test access method:"))
+        .collect();
+    for (what, table) in [("an index fetch", "ks"), ("a scan", "kt")] {
+        let line = format!(
+            "snowid test access method: {what} of {table} as owner1, in a security-restricted operation"
+        );
+        assert!(
+            seen.iter().any(|l| l.contains(&line)),
+            "{what} of {table}: {seen:#?}"
+        );
+    }
+    assert!(
+        !seen.iter().any(|l| l.contains(" as postgres")),
+        "read as the superuser: {seen:#?}"
     );
 }

@@ -6,7 +6,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::{Client, Error};
-use snowid_integration::{code, wait_until, Cluster};
+use snowid_integration::{code, one, wait_until, Cluster};
 
 const WAITS: &str = "canceling the wait for the synchronous standbys to confirm";
 
@@ -87,20 +87,14 @@ fn a_cancelled_release_says_the_shard_is_released() {
         "is released on this server, durably",
     );
     assert_released(&mut db, 7, "after the cancel");
-    let recorded: Vec<i32> = db
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut db, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(recorded, vec![7], "recorded although cancelled");
     drop(db);
     restart(&mut cluster, "fast");
     assert_released(&mut cluster.client(), 7, "after a restart");
     standbys_answer(&mut cluster);
     let mut db = cluster.client();
-    let last: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     let detail_last = err
         .as_db_error()
         .and_then(|e| e.detail())
@@ -222,10 +216,7 @@ fn a_release_is_not_undone_by_rollback() {
     db.batch_execute("BEGIN; SELECT snowid_release(7); ROLLBACK;")
         .unwrap();
     assert_released(&mut db, 7, "after the rollback");
-    let recorded: Vec<i32> = db
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut db, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(recorded, vec![7], "recorded by a transaction of its own");
     drop(db);
     restart(&mut cluster, "fast");

@@ -11,7 +11,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster, OldInstallScripts};
+use snowid_integration::{code, one, Cluster, OldInstallScripts};
 
 /// A preloaded primary (with `settings`) with a table `t` keyed by `snowid_next(key_shard)` and
 /// shard `released` released, and its streaming standby, started.
@@ -261,10 +261,7 @@ fn a_resume_in_one_database_lifts_the_fence_above_every_database() {
     );
     let p_max = max_of(&mut other, "p");
     let filled_max = max_of(&mut other, "filled");
-    let fill_shard: i32 = other
-        .query_one("SELECT snowid_shard_for(42)", &[])
-        .unwrap()
-        .get(0);
+    let fill_shard: i32 = one(&mut other, "SELECT snowid_shard_for(42)", &[]);
     drop(other);
     assert!(
         p_max > t_max && filled_max > p_max,
@@ -408,10 +405,7 @@ fn after_any_resume_a_release_is_at_or_above_the_shards_ids() {
         .get(0);
     db.query_one("SELECT snowid_resume_above($1)", &[&above])
         .unwrap();
-    let last: i64 = db
-        .query_one("SELECT snowid_release(3)", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = one(&mut db, "SELECT snowid_release(3)", &[]);
     let above_ms = above >> 23;
     assert!(last > three_max, "{last} not above {three_max}");
     assert!(

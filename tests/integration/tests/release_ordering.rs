@@ -8,8 +8,7 @@
 //! one issued; its resume accepts that ([`ACCEPTED_AHEAD`]).
 
 use snowid_integration::fences::*;
-use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 use std::thread;
 use std::time::Duration;
 
@@ -54,10 +53,7 @@ fn a_release_in_the_transaction_that_installs_is_recorded() {
          COMMIT;",
     )
     .unwrap();
-    let recorded: Vec<i32> = db
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut db, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(recorded, vec![7], "recorded at commit");
     drop(db);
     upgrade_and_resume(old, &mut new, "postgres");
@@ -148,10 +144,7 @@ fn a_transaction_that_installs_cannot_be_prepared() {
         .expect_err("refused");
     assert_eq!(code(&err), "0A000", "{}", describe(&err));
     let _ = other.batch_execute("ROLLBACK");
-    let prepared: i64 = db
-        .query_one("SELECT count(*) FROM pg_prepared_xacts", &[])
-        .unwrap()
-        .get(0);
+    let prepared: i64 = one(&mut db, "SELECT count(*) FROM pg_prepared_xacts", &[]);
     assert_eq!(prepared, 0);
     other.batch_execute("CREATE EXTENSION snowid").unwrap();
 }
@@ -210,28 +203,6 @@ fn an_upgraded_clusters_fence_lifts_under_its_own_epoch() {
     assert_generates_above(&mut new.client(), 8, old_max, "and after a restart");
 }
 
-/// A cluster with `t` keyed by shard 8 in `postgres`, and `owner1`'s database `zdb` (the last by
-/// name) with snowid; a connection of `owner1` there that holds `DROP EXTENSION snowid` open,
-/// and so a lock on its record.
-fn a_record_held_by_an_open_drop() -> (Cluster, Client, i64) {
-    let cluster = cluster_with_rows(8, 100);
-    let old_max = max_id(&mut cluster.client());
-    cluster
-        .client()
-        .batch_execute("CREATE ROLE owner1 LOGIN")
-        .unwrap();
-    cluster
-        .client()
-        .batch_execute("CREATE DATABASE zdb OWNER owner1")
-        .unwrap();
-    let mut owner = cluster.client_as("owner1", "zdb");
-    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
-    owner
-        .batch_execute("BEGIN; DROP EXTENSION snowid;")
-        .unwrap();
-    (cluster, owner, old_max)
-}
-
 /// Row 10. Guards against a cancelled release that said nothing of what held (0.6.0: cancelled
 /// by `statement_timeout` while a worker waited on a lock to write the last database's record,
 /// it raised a plain 57014, and yet shard 7 was released, then and after a restart, with one
@@ -268,21 +239,17 @@ fn a_release_cancelled_or_failing_before_it_is_durable_is_not_made_and_says_so()
     let err = db
         .query_one("SELECT snowid_release(7)", &[])
         .expect_err("zdb's record stays locked");
-    assert_eq!(code(&err), "55P03", "{}", describe(&err));
-    assert!(
-        describe(&err).contains("snowid cannot release shard 7: database \"zdb\" cannot record it"),
-        "{}",
-        describe(&err)
+    assert_error(
+        &err,
+        "55P03",
+        &["snowid cannot release shard 7: database \"zdb\" cannot record it"],
     );
     let after = assert_generates_above(&mut db, 7, after, "after the refused release");
     drop(db);
     restart(&mut cluster, "fast");
     let mut db = cluster.client();
     assert_generates_above(&mut db, 7, after, "after a restart");
-    let recorded: Vec<i32> = db
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut db, "SELECT shards FROM snowid_released_shards", &[]);
     assert!(
         recorded.is_empty(),
         "written back as the state has it: {recorded:?}"
@@ -306,33 +273,15 @@ fn a_release_cancelled_or_failing_before_it_is_durable_is_not_made_and_says_so()
 /// is 22004.
 #[test]
 fn a_database_dropped_while_a_release_runs_is_passed_over() {
-    let cluster = cluster_with_rows(8, 100);
+    let (cluster, mut owner, _) = a_record_held_by_an_open_drop_in("adb");
     let mut db = cluster.client();
-    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
-    db.batch_execute("CREATE DATABASE adb OWNER owner1")
-        .unwrap();
     db.batch_execute("CREATE DATABASE zdb").unwrap();
     cluster
         .client_of("zdb")
         .batch_execute("CREATE EXTENSION snowid")
         .unwrap();
-    let mut owner = cluster.client_as("owner1", "adb");
-    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
-    owner
-        .batch_execute("BEGIN; DROP EXTENSION snowid;")
-        .unwrap();
     // The release waits on adb's record (the first by name); zdb is dropped meanwhile.
-    let port = cluster.port;
-    let releasing = thread::spawn(move || {
-        let mut db = snowid_integration::postgres::Client::connect(
-            &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
-            snowid_integration::postgres::NoTls,
-        )
-        .unwrap();
-        db.query_one("SELECT snowid_release(7)", &[])
-            .map(|r| r.get::<_, i64>(0))
-            .map_err(|e| describe(&e))
-    });
+    let releasing = release_in_a_thread(cluster.port, 7);
     thread::sleep(Duration::from_millis(1500));
     db.batch_execute("DROP DATABASE zdb").unwrap();
     owner.batch_execute("ROLLBACK").unwrap();
@@ -342,10 +291,7 @@ fn a_database_dropped_while_a_release_runs_is_passed_over() {
         .unwrap_or_else(|e| panic!("the release with zdb dropped: {e}"));
     assert!(last > 0);
     assert_released(&mut db, 7, "after the release");
-    let recorded: Vec<i32> = owner
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut owner, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(recorded, vec![7], "adb records it");
 
     let err = db
@@ -367,56 +313,31 @@ fn a_database_dropped_while_a_release_runs_is_passed_over() {
 /// Guards against a database copied from a template while a release runs, whose copy of the
 /// template's record would say less than the state: the release is held up on another
 /// database's record, `CREATE DATABASE copydb TEMPLATE tdb` waits for it (on the cluster-wide
-/// lock, which `pg_stat_activity` shows), and the copy's record lists the shard.
+/// lock, which `pg_stat_activity` shows as an extension's wait), and the copy's record lists the
+/// shard.
 #[test]
 fn a_database_copied_while_a_release_runs_copies_its_record() {
-    let cluster = cluster_with_rows(8, 100);
+    let (cluster, owner, _) = a_record_held_by_an_open_drop_in("adb");
     let mut db = cluster.client();
-    db.batch_execute("CREATE ROLE owner1 LOGIN").unwrap();
-    db.batch_execute("CREATE DATABASE adb OWNER owner1")
-        .unwrap();
     db.batch_execute("CREATE DATABASE tdb").unwrap();
     cluster
         .client_of("tdb")
         .batch_execute("CREATE EXTENSION snowid")
         .unwrap();
-    let mut owner = cluster.client_as("owner1", "adb");
-    owner.batch_execute("CREATE EXTENSION snowid").unwrap();
-    owner
-        .batch_execute("BEGIN; DROP EXTENSION snowid;")
-        .unwrap();
+    let mut owner = owner;
     let port = cluster.port;
-    let connect = move || {
-        snowid_integration::postgres::Client::connect(
-            &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
-            snowid_integration::postgres::NoTls,
-        )
-        .unwrap()
-    };
-    let releasing = thread::spawn(move || {
-        connect()
-            .query_one("SELECT snowid_release(7)", &[])
-            .map(|r| r.get::<_, i64>(0))
-            .map_err(|e| describe(&e))
-    });
+    let releasing = release_in_a_thread(port, 7);
     thread::sleep(Duration::from_millis(1500));
     let copying = thread::spawn(move || {
-        connect()
+        connect_to(port, "postgres", "postgres")
             .batch_execute("CREATE DATABASE copydb TEMPLATE tdb")
             .map_err(|e| describe(&e))
     });
-    snowid_integration::wait_until(
+    snowid_integration::wait_for(
+        &mut db,
         "the copy waits for the release",
-        Duration::from_secs(8),
-        || {
-            db.query_one(
-                "SELECT count(*) = 1 FROM pg_stat_activity \
-             WHERE query LIKE 'CREATE DATABASE copydb%' AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .unwrap()
-            .get(0)
-        },
+        "SELECT count(*) = 1 FROM pg_stat_activity \
+             WHERE query LIKE 'CREATE DATABASE copydb%' AND wait_event_type = 'Extension'",
     );
     owner.batch_execute("ROLLBACK").unwrap();
     releasing
@@ -433,4 +354,48 @@ fn a_database_copied_while_a_release_runs_copies_its_record() {
         .unwrap()
         .get(0);
     assert_eq!(recorded, vec![7], "the copy's record lists the release");
+}
+
+/// Guards against an install whose record is written at commit without the cluster-wide lock
+/// (its record would be written from the state before a release that runs meanwhile, after the
+/// release passed its database: a record saying less than the state). A release is held up on
+/// `zdb`'s record after it passed `odb`; `CREATE EXTENSION snowid` in `odb` commits meanwhile,
+/// and waits for the release (an extension's wait, which `pg_stat_activity` shows); once the
+/// release is done, `odb`'s record lists the released shard.
+#[test]
+fn an_install_that_commits_while_a_release_runs_waits_for_it_and_records_it() {
+    let (cluster, mut owner, _) = a_record_held_by_an_open_drop();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE DATABASE odb").unwrap();
+    let mut installing = cluster.client_of("odb");
+    installing
+        .batch_execute("BEGIN; CREATE EXTENSION snowid;")
+        .unwrap();
+    let releasing = release_in_a_thread(cluster.port, 7);
+    snowid_integration::wait_for(
+        &mut db,
+        "the release waits for zdb's record",
+        "SELECT count(*) = 1 FROM pg_stat_activity \
+                 WHERE backend_type = 'snowid' AND datname = 'zdb'",
+    );
+    let committing =
+        thread::spawn(move || installing.batch_execute("COMMIT").map_err(|e| describe(&e)));
+    snowid_integration::wait_for(
+        &mut db,
+        "the install's commit waits for the release",
+        "SELECT count(*) = 1 FROM pg_stat_activity \
+                 WHERE datname = 'odb' AND query = 'COMMIT' AND wait_event_type = 'Extension'",
+    );
+    owner.batch_execute("ROLLBACK").unwrap();
+    releasing
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the release: {e}"));
+    committing
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the install: {e}"));
+    for (database, shards) in recorded_shards(&cluster, &["odb", "postgres", "zdb"]) {
+        assert_eq!(shards, vec![7], "{database}");
+    }
 }

@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster, OldInstallScripts};
+use snowid_integration::{code, one, Cluster, OldInstallScripts};
 
 /// Server A: `snowid.shards` names shard 7 explicitly, a table `t` keyed by shard 8 and `t7` by
 /// shard 7, shard 8 issued last, and shard 7 released. Returns A, the last ID
@@ -30,10 +30,7 @@ fn a_with_shard_7_released(a: Cluster) -> (Cluster, i64, i64) {
          INSERT INTO t SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let last7: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last7: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     assert!(last7 >= max_of(&mut db, "t7"), "the release's last ID");
     let a8_max = max_id(&mut db);
     drop(db);
@@ -54,10 +51,7 @@ fn assert_released_until_taken_back(cluster: &mut Cluster, last7: i64, a8_max: i
         assert_generates_above(&mut db, 8, a8_max, &when);
     }
     let mut db = cluster.client();
-    let again: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let again: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     assert!(
         again >= last7,
         "{when}: a release again returned {again}, below the recorded last ID {last7}"
@@ -144,26 +138,17 @@ fn every_database_records_a_release() {
     a.client().batch_execute("CREATE DATABASE first").unwrap();
     let mut first = a.client_of("first");
     first.batch_execute("CREATE EXTENSION snowid").unwrap();
-    let last7: i64 = first
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last7: i64 = one(&mut first, "SELECT snowid_release(7)", &[]);
     a.client().batch_execute("CREATE DATABASE other").unwrap();
     let mut other = a.client_of("other");
     other.batch_execute("CREATE EXTENSION snowid").unwrap();
-    let recorded: Vec<i32> = other
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut other, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(
         recorded,
         vec![7],
         "a new database records the releases at install"
     );
-    let last9: i64 = first
-        .query_one("SELECT snowid_release(9)", &[])
-        .unwrap()
-        .get(0);
+    let last9: i64 = one(&mut first, "SELECT snowid_release(9)", &[]);
     drop(first);
     for database in ["postgres", "other"] {
         let row = a
@@ -183,10 +168,11 @@ fn every_database_records_a_release() {
     a.client().batch_execute("CREATE DATABASE late").unwrap();
     let mut late = a.client_of("late");
     late.batch_execute("CREATE EXTENSION snowid").unwrap();
-    let rows: i64 = late
-        .query_one("SELECT count(*) FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 = one(
+        &mut late,
+        "SELECT count(*) FROM snowid_released_shards",
+        &[],
+    );
     assert_eq!(rows, 0, "installed while fenced: no record");
     resume(&mut a.client(), a8_max);
     let mut db = a.client();
@@ -195,10 +181,7 @@ fn every_database_records_a_release() {
         assert_released(&mut late, shard, "after the resume, in the late database");
     }
     assert_generates_above(&mut db, 8, a8_max, "after the resume");
-    let recorded: Vec<i32> = late
-        .query_one("SELECT shards FROM snowid_released_shards", &[])
-        .unwrap()
-        .get(0);
+    let recorded: Vec<i32> = one(&mut late, "SELECT shards FROM snowid_released_shards", &[]);
     assert_eq!(
         recorded,
         vec![7, 9],
@@ -322,17 +305,81 @@ fn a_release_that_a_database_cannot_record_changes_nothing() {
     other
         .batch_execute("ALTER TABLE snowid_released_shards OWNER TO postgres")
         .unwrap();
-    let last: i64 = db
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = one(&mut db, "SELECT snowid_release(7)", &[]);
     assert!(last >= old_max);
     assert_released(&mut db, 7, "once every database can record it");
     for records in [&mut db, &mut other] {
-        let recorded: Vec<i32> = records
-            .query_one("SELECT shards FROM snowid_released_shards", &[])
-            .unwrap()
-            .get(0);
+        let recorded: Vec<i32> = one(records, "SELECT shards FROM snowid_released_shards", &[]);
         assert_eq!(recorded, vec![7]);
+    }
+}
+
+/// Issue 51, item 3. Guards against a release ended by a FATAL error that leaves memory, the
+/// records and the WAL disagreeing (0.7.0: `pg_terminate_backend` of a release while its worker
+/// waited left shard 7 refused in memory and listed as released by `snowid_stats` and the
+/// records, but never durable: after a restart the shard generated again, and a standby never
+/// had the release). Terminated while its worker waits on `zdb`'s record (held by an open `DROP
+/// EXTENSION`), the release is undone as an error undoes it: shard 7 issues here at once, is not
+/// listed as released, and issues after a restart too; the server log says it was not released
+/// and which records list it; the next release writes every record.
+#[test]
+fn a_release_ended_by_pg_terminate_backend_is_undone_and_says_so() {
+    let (mut cluster, owner, _) = a_record_held_by_an_open_drop();
+    let mut db = cluster.client();
+    db.batch_execute("CREATE TABLE t7 (id bigint PRIMARY KEY DEFAULT snowid_next(7))")
+        .unwrap();
+    db.batch_execute("INSERT INTO t7 SELECT FROM generate_series(1, 100)")
+        .unwrap();
+    let old_max = max_of(&mut db, "t7");
+    let mut releasing = connect_to(cluster.port, "postgres", "postgres");
+    let pid: i32 = one(&mut releasing, "SELECT pg_backend_pid()", &[]);
+    let release = std::thread::spawn(move || {
+        releasing
+            .query_one("SELECT snowid_release(7)", &[])
+            .map(|r| r.get::<_, i64>(0))
+    });
+    snowid_integration::wait_for(
+        &mut db,
+        "the release waits for zdb's record",
+        "SELECT count(*) = 1 FROM pg_stat_activity \
+                 WHERE backend_type = 'snowid' AND datname = 'zdb'",
+    );
+    db.query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    let ended = release.join().unwrap();
+    assert!(ended.is_err(), "the release was terminated: {ended:?}");
+    snowid_integration::wait_until(
+        "the log says what holds",
+        std::time::Duration::from_secs(8),
+        || cluster.log().contains("snowid shard 7 was not released"),
+    );
+    let log = cluster.log();
+    let said = log
+        .lines()
+        .find(|l| l.contains("snowid shard 7 was not released"))
+        .unwrap();
+    assert!(
+        said.contains("issues IDs on this server again") && said.contains("postgres"),
+        "{said}"
+    );
+    let released: bool = one(
+        &mut db,
+        "SELECT released FROM snowid_stats() WHERE shard = 7",
+        &[],
+    );
+    assert!(!released, "snowid_stats lists shard 7 as released");
+    let after = assert_generates_above(&mut db, 7, old_max, "after the terminated release");
+    // The restart ends the open DROP EXTENSION too.
+    drop((db, owner));
+    restart(&mut cluster, "fast");
+    let mut db = cluster.client();
+    let after = assert_generates_above(&mut db, 7, after, "after a restart");
+    let last: i64 = db
+        .query_one("SELECT snowid_release(7)", &[])
+        .unwrap_or_else(|e| panic!("the release again: {}", describe(&e)))
+        .get(0);
+    assert!(last >= after);
+    for (database, shards) in recorded_shards(&cluster, &["postgres", "zdb"]) {
+        assert_eq!(shards, vec![7], "{database}");
     }
 }

@@ -8,7 +8,7 @@
 //! so that a server that generates from its clock issues IDs below the old ones.
 
 use snowid_integration::fences::*;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 
 /// A second database, `other`, with snowid and a table `u` keyed by `snowid_next(6)` holding
 /// 1,000 rows issued after `t`'s; returns their highest ID.
@@ -115,10 +115,7 @@ fn a_database_that_cannot_be_read_leaves_the_fence_in_place() {
         "CREATE TABLE b (id bigint PRIMARY KEY DEFAULT snowid_next(8));
          INSERT INTO b SELECT FROM generate_series(1, 10);",
     );
-    let file: String = broken
-        .query_one("SELECT pg_relation_filepath('b')", &[])
-        .unwrap()
-        .get(0);
+    let file: String = one(&mut broken, "SELECT pg_relation_filepath('b')", &[]);
     let b_max = max_of(&mut broken, "b");
     drop(broken);
     cluster.stop("fast");
@@ -264,10 +261,7 @@ fn a_resume_reads_inheritance_children_through_their_parent() {
          INSERT INTO p SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let in_parent: i64 = db
-        .query_one("SELECT count(*) FROM ONLY p", &[])
-        .unwrap()
-        .get(0);
+    let in_parent: i64 = one(&mut db, "SELECT count(*) FROM ONLY p", &[]);
     assert_eq!(
         in_parent, 0,
         "every row is in the child (the test is sharp)"
@@ -306,4 +300,100 @@ fn a_resume_does_not_read_views() {
     let mut db = cluster.client();
     resume(&mut db, old_max);
     assert_generates_above(&mut db, 5, old_max, "after the resume");
+}
+
+/// The statement a refusal's hint gives (its last `SELECT ...;` that resumes), with `<that ID>`
+/// replaced by `that_id`: what a superuser who follows the hint word for word runs.
+fn hint_statement(err: &snowid_integration::postgres::Error, that_id: i64) -> String {
+    let hint = err
+        .as_db_error()
+        .and_then(|e| e.hint())
+        .unwrap_or_else(|| panic!("a hint: {}", describe(err)));
+    let start = hint
+        .rfind("SELECT snowid_resume_above(")
+        .or_else(|| hint.rfind("SELECT * FROM snowid_resume_above_columns("))
+        .unwrap_or_else(|| panic!("the hint names a resume: {hint}"));
+    let end = start + hint[start..].find(");").expect("the statement ends") + 2;
+    hint[start..end].replace("<that ID>", &that_id.to_string())
+}
+
+/// Issue 51, item 2. Guards against a hint that leads below (0.7.0: with a text key holding one
+/// value that is not an ID (`'n/a'`) and a readable bigint key holding the newest keys in
+/// database `app`, the refusal named only the text key, and its hint ("find the highest snowid
+/// ID among them yourself ... skip_databases => '{app}'") left out every column of `app`:
+/// followed word for word, 1,000 of 1,000 new IDs were at or below the bigint key's highest).
+/// The bigint key's highest is minutes past the text key's, so that no ID issued after a resume
+/// above the text key's highest can pass it by the time it is checked.
+/// Every hint of every refusal, followed word for word (`<that ID>` the highest ID among the
+/// values of the column it could not read, which a superuser finds by hand), lifts the fence
+/// above every key: here after the unreadable key's hint, and again after a second lost state
+/// where the hint leads to a key dated ahead of the clock, whose own hint keeps the first one's
+/// databases and number.
+#[test]
+fn every_hint_followed_word_for_word_lifts_the_fence_above_every_key() {
+    let mut cluster = cluster_with_rows(5, 100);
+    let mut app = new_database_with_snowid(
+        &cluster,
+        "app",
+        "CREATE TABLE tt (id text DEFAULT snowid_text(snowid_next(6)));
+         INSERT INTO tt SELECT FROM generate_series(1, 100);
+         INSERT INTO tt VALUES ('n/a');
+         CREATE TABLE tb (id bigint PRIMARY KEY DEFAULT snowid_next(7));
+         INSERT INTO tb SELECT FROM generate_series(1, 100);
+         INSERT INTO tb VALUES
+             (snowid_from_timestamp(clock_timestamp() + interval '5 minutes', 7));",
+    );
+    let tt_max: i64 = one(
+        &mut app,
+        "SELECT max(id::bigint) FROM tt WHERE id ~ '^[0-9]+$'",
+        &[],
+    );
+    let tb_max = max_of(&mut app, "tb");
+    assert!(
+        tb_max > tt_max,
+        "the readable key is the newest (the test is sharp)"
+    );
+    drop(app);
+    lose_the_state(&mut cluster, 5, tb_max);
+    let mut db = cluster.client();
+    let err = db
+        .query("SELECT * FROM snowid_resume_above_columns()", &[])
+        .expect_err("tt holds a value that is not an ID");
+    assert_eq!(code(&err), "55000", "{}", describe(&err));
+    let follow = hint_statement(&err, tt_max);
+    db.query(&follow, &[])
+        .unwrap_or_else(|e| panic!("{follow}: {}", describe(&e)));
+    for shard in [5, 6, 7] {
+        assert_generates_above(&mut db, shard, tb_max, &format!("after {follow}"));
+    }
+    // New keys in postgres, newer than app's; the state lost again, the clock behind them.
+    db.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 100)")
+        .unwrap();
+    let t_max = max_id(&mut db);
+    drop(db);
+    lose_the_state(&mut cluster, 5, t_max);
+    let mut db = cluster.client();
+    let err = db
+        .query("SELECT * FROM snowid_resume_above_columns()", &[])
+        .expect_err("tt still holds a value that is not an ID");
+    let follow = hint_statement(&err, tt_max);
+    let err = db
+        .query(&follow, &[])
+        .expect_err("t's highest key is dated ahead of the clock");
+    assert!(
+        describe(&err).contains(&format!("Key {t_max}")),
+        "{}",
+        describe(&err)
+    );
+    let follow = hint_statement(&err, tt_max);
+    db.query(&follow, &[])
+        .unwrap_or_else(|e| panic!("{follow}: {}", describe(&e)));
+    for shard in [5, 6, 7] {
+        assert_generates_above(
+            &mut db,
+            shard,
+            t_max.max(tb_max),
+            &format!("after {follow}"),
+        );
+    }
 }

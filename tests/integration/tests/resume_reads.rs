@@ -10,7 +10,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 
 /// The highest key of a text column, as an ID.
 fn max_text_key(db: &mut Client, table: &str) -> i64 {
@@ -97,10 +97,7 @@ fn the_resume_refuses_keys_it_cannot_read() {
          INSERT INTO orders SELECT FROM generate_series(1, 1000);",
     )
     .unwrap();
-    let hidden: i64 = db
-        .query_one("SELECT max(substr(k, 7)::bigint) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let hidden: i64 = one(&mut db, "SELECT max(substr(k, 7)::bigint) FROM orders", &[]);
     drop(db);
     lose_the_state(&mut cluster, 5, hidden);
     let mut db = cluster.client();
@@ -278,4 +275,124 @@ fn a_database_with_thousands_of_key_columns_is_read_whole() {
         "at its highest key"
     );
     assert_generates_above(&mut cluster.client(), 6, highest, "after the resume");
+}
+
+/// Issue 51, item 1. Guards against a table read as empty because it changed while the resume
+/// waited for its lock (0.7.0: a rewrite by `ALTER TABLE ... ALTER COLUMN ... TYPE`, or a
+/// `TRUNCATE` and a refill, committed while `snowid_resume_above_columns()` waited; the worker
+/// read with the snapshot it took before it waited, saw no row, listed `max_id` NULL, lifted the
+/// fence, and 1,000 of 1,000 new IDs were at or below the old highest). Four sessions hold their
+/// change open while the resume waits, then commit: a column's type rewritten (`t1`), a table
+/// truncated and refilled from a copy (`t2`), a table replaced by a new one with its rows (`t3`
+/// by `t4`, created after the resume began), and a partition swapped for a table holding its rows
+/// (under `p`). Each is read whole, at its highest key, and every shard's new IDs are above them.
+#[test]
+fn tables_rewritten_or_refilled_while_the_resume_waits_are_read_whole() {
+    let mut cluster = cluster_with_rows(5, 100);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE TABLE t1 (id bigint PRIMARY KEY DEFAULT snowid_next(6), n int);
+         CREATE TABLE t2 (id bigint PRIMARY KEY DEFAULT snowid_next(7));
+         CREATE TABLE t3 (id bigint PRIMARY KEY DEFAULT snowid_next(8));
+         CREATE TABLE p (id bigint DEFAULT snowid_next(9)) PARTITION BY RANGE (id);
+         CREATE TABLE p_all PARTITION OF p FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
+         INSERT INTO t1 (n) SELECT i FROM generate_series(1, 1000) i;
+         INSERT INTO t2 SELECT FROM generate_series(1, 1000);
+         INSERT INTO t3 SELECT FROM generate_series(1, 1000);
+         INSERT INTO p SELECT FROM generate_series(1, 1000);
+         CREATE TABLE t2_copy AS SELECT * FROM t2;
+         CREATE TABLE p_copy AS SELECT * FROM p;",
+    )
+    .unwrap();
+    let highest: Vec<(&str, i64)> = ["t1", "t2", "t3", "p"]
+        .into_iter()
+        .map(|t| (t, max_of(&mut db, t)))
+        .collect();
+    let old_max = highest.iter().map(|(_, m)| *m).max().unwrap();
+    drop(db);
+    lose_the_state(&mut cluster, 6, old_max);
+    let changes = [
+        "ALTER TABLE t1 ALTER COLUMN n TYPE bigint",
+        "TRUNCATE t2; INSERT INTO t2 SELECT * FROM t2_copy",
+        "CREATE TABLE t4 (LIKE t3 INCLUDING ALL); INSERT INTO t4 SELECT * FROM t3; DROP TABLE t3",
+        "ALTER TABLE p DETACH PARTITION p_all; DROP TABLE p_all;
+         ALTER TABLE p ATTACH PARTITION p_copy FOR VALUES FROM (MINVALUE) TO (MAXVALUE)",
+    ];
+    let mut sessions: Vec<Client> = changes
+        .iter()
+        .map(|change| {
+            let mut session = cluster.client();
+            session
+                .batch_execute(&format!("BEGIN; {change};"))
+                .unwrap_or_else(|e| panic!("{change}: {}", describe(&e)));
+            session
+        })
+        .collect();
+    let port = cluster.port;
+    let resume =
+        std::thread::spawn(move || resume_rows(&mut connect_to(port, "postgres", "postgres")));
+    let mut watch = cluster.client();
+    snowid_integration::wait_for(
+        &mut watch,
+        "the resume waits for a table's lock",
+        "SELECT count(*) > 0 FROM pg_stat_activity \
+                     WHERE backend_type = 'snowid' AND wait_event_type = 'Extension'",
+    );
+    for session in &mut sessions {
+        session.batch_execute("COMMIT").unwrap();
+    }
+    let rows = resume.join().unwrap();
+    for (table, max) in [
+        ("public.t1", highest[0].1),
+        ("public.t2", highest[1].1),
+        ("public.t4", highest[2].1),
+        ("public.p", highest[3].1),
+    ] {
+        assert!(
+            rows.contains(&key_column("postgres", table, max)),
+            "{table} is read at its highest key {max}: {rows:?}"
+        );
+    }
+    let mut db = cluster.client();
+    for shard in 5..=9 {
+        assert_generates_above(&mut db, shard, old_max, "after the resume");
+    }
+}
+
+/// Guards against a read of the highest key that ignores an index's direction, or takes it from
+/// a partial index (either would return a key below the highest: the lowest, or the highest of
+/// the rows the predicate keeps). `td`'s only index on its key is descending, with nulls in the
+/// column; `tp`'s only one is partial, over its older half. Each is listed at its highest key.
+#[test]
+fn the_highest_key_comes_from_a_descending_index_and_never_from_a_partial_one() {
+    let mut cluster = cluster_with_rows(5, 10);
+    let mut db = cluster.client();
+    db.batch_execute(
+        "CREATE TABLE td (id bigint DEFAULT snowid_next(6));
+         CREATE INDEX td_desc ON td (id DESC);
+         INSERT INTO td SELECT FROM generate_series(1, 1000);
+         INSERT INTO td VALUES (NULL), (NULL);
+         CREATE TABLE tp (id bigint DEFAULT snowid_next(7));
+         INSERT INTO tp SELECT FROM generate_series(1, 1000);",
+    )
+    .unwrap();
+    let middle: i64 = one(
+        &mut db,
+        "SELECT id FROM tp ORDER BY id OFFSET 500 LIMIT 1",
+        &[],
+    );
+    db.batch_execute(&format!(
+        "CREATE INDEX tp_older ON tp (id) WHERE id < {middle}; ANALYZE td, tp;"
+    ))
+    .unwrap();
+    let (td_max, tp_max) = (max_of(&mut db, "td"), max_of(&mut db, "tp"));
+    drop(db);
+    lose_the_state(&mut cluster, 6, td_max.max(tp_max));
+    let rows = resume_rows(&mut cluster.client());
+    for (table, max) in [("public.td", td_max), ("public.tp", tp_max)] {
+        assert!(
+            rows.contains(&key_column("postgres", table, max)),
+            "{table} is listed at its highest key {max}: {rows:?}"
+        );
+    }
 }

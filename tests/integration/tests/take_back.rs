@@ -4,7 +4,7 @@
 
 use snowid_integration::fences::*;
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster};
+use snowid_integration::{code, one, Cluster};
 
 /// `snowid_take_back(shard, id)` fails with `sqlstate` and a message containing `says`.
 fn take_back_refused(db: &mut Client, shard: i32, id: i64, sqlstate: &str, says: &str) {
@@ -89,20 +89,14 @@ fn a_taken_back_shard_issues_above_its_other_owner_after_restarts_and_on_a_stand
     let mut standby = Cluster::base_backup_of(&a, true);
     start(&mut standby);
     let mut on_a = a.client();
-    let a_last: i64 = on_a
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let a_last: i64 = one(&mut on_a, "SELECT snowid_release(7)", &[]);
 
     let b = server_with_clock("+10m");
     let mut on_b = b.client();
     on_b.query_one("SELECT snowid_resume_above($1)", &[&a_last])
         .unwrap();
     let b_max = *next_ids(&mut on_b, 7, 1000).iter().max().unwrap();
-    let b_last: i64 = on_b
-        .query_one("SELECT snowid_release(7)", &[])
-        .unwrap()
-        .get(0);
+    let b_last: i64 = one(&mut on_b, "SELECT snowid_release(7)", &[]);
     assert!(b_last >= b_max);
     drop(on_b);
     assert!(

@@ -120,7 +120,7 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowid'
 WHERE p.proacl IS NOT NULL
-ORDER BY 1;
+ORDER BY p.oid::regprocedure::text;
 CREATE ROLE owner_not_super;
 SET ROLE owner_not_super;
 SELECT snowid_resume_above(0);

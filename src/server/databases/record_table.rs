@@ -14,8 +14,11 @@
 //! - `pg_dump` does not dump it (a logical copy carries no release: a server restored from one
 //!   records its own), nor is it meant to be written by hand (SELECT is granted to everyone).
 
-use super::{Failure, SafeSearchPath};
+use super::failure::Failure;
+use super::safe_search_path::SafeSearchPath;
+use crate::server::waits;
 use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 use serde::{Deserialize, Serialize};
 use snowid_core::release_records::{Record, Released};
@@ -25,18 +28,18 @@ pub const TABLE: &str = "snowid_released_shards";
 
 /// What a database records, as a worker reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Recorded {
+pub enum Contents {
     /// Every released shard with its last ID.
     Listed(Vec<(i32, i64)>),
     /// Nothing, and why.
     Unknown(String),
 }
 
-impl Recorded {
+impl Contents {
     pub fn record(&self) -> Record {
         match self {
-            Recorded::Listed(pairs) => Record::Listed(Released::from_pairs(pairs.iter().copied())),
-            Recorded::Unknown(why) => Record::Unknown(why.clone()),
+            Contents::Listed(pairs) => Record::Listed(Released::from_pairs(pairs.iter().copied())),
+            Contents::Unknown(why) => Record::Unknown(why.clone()),
         }
     }
 }
@@ -47,8 +50,8 @@ enum Place {
     NotInstalled,
     /// snowid is installed in a version that keeps no record.
     NoTable { version: String },
-    /// The table, qualified and quoted.
-    Table(String),
+    /// The table, qualified and quoted, and its OID.
+    Table(String, pg_sys::Oid),
     /// A table by that name that a superuser did not make, and why it is not used.
     Untrusted(String),
 }
@@ -60,6 +63,8 @@ fn place(client: &pgrx::spi::SpiClient) -> Result<Place, pgrx::spi::Error> {
                 CASE WHEN c.oid IS NOT NULL
                      THEN pg_catalog.format('%I.%I', n.nspname, c.relname) END,
                 a.rolsuper AND NOT c.relhastriggers AND NOT c.relhasrules
+                    AND c.relam OPERATOR(pg_catalog.=) 2::pg_catalog.oid, -- heap
+                c.oid
          FROM pg_catalog.pg_extension e
          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
          LEFT JOIN pg_catalog.pg_class c
@@ -76,28 +81,29 @@ fn place(client: &pgrx::spi::SpiClient) -> Result<Place, pgrx::spi::Error> {
     }
     let row = found.first();
     let version = row.get::<String>(1)?.unwrap_or_default();
+    let oid = row.get::<pg_sys::Oid>(4)?.unwrap_or(pg_sys::InvalidOid);
     Ok(match (row.get::<String>(2)?, row.get::<bool>(3)?) {
-        (Some(table), Some(true)) => Place::Table(table),
+        (Some(table), Some(true)) => Place::Table(table, oid),
         (Some(table), _) => Place::Untrusted(format!(
-            "its table {table} is not the extension's own (a superuser's, with no trigger or rule)"
+            "its table {table} is not the extension's own (a superuser's heap table, with no trigger or rule)"
         )),
         (None, _) => Place::NoTable { version },
     })
 }
 
 /// What the current database records. Run with a safe `search_path`.
-pub fn read(client: &pgrx::spi::SpiClient) -> Result<Recorded, pgrx::spi::Error> {
+pub fn read(client: &pgrx::spi::SpiClient) -> Result<Contents, pgrx::spi::Error> {
     let table = match place(client)? {
-        Place::Table(table) => table,
+        Place::Table(table, _) => table,
         Place::NotInstalled => {
-            return Ok(Recorded::Unknown("snowid is not installed there".into()))
+            return Ok(Contents::Unknown("snowid is not installed there".into()))
         }
         Place::NoTable { version } => {
-            return Ok(Recorded::Unknown(format!(
+            return Ok(Contents::Unknown(format!(
                 "its snowid {version} keeps no record of the released shards"
             )))
         }
-        Place::Untrusted(why) => return Ok(Recorded::Unknown(why)),
+        Place::Untrusted(why) => return Ok(Contents::Unknown(why)),
     };
     let mut listed: Option<Released> = None;
     for row in client.select(&format!("SELECT shards, last_ids FROM {table}"), None, &[])? {
@@ -114,8 +120,8 @@ pub fn read(client: &pgrx::spi::SpiClient) -> Result<Recorded, pgrx::spi::Error>
         );
     }
     Ok(match listed {
-        Some(released) => Recorded::Listed(released.pairs()),
-        None => Recorded::Unknown(
+        Some(released) => Contents::Listed(released.pairs()),
+        None => Contents::Unknown(
             "its record is empty: snowid was installed or updated there while the cluster was \
              fenced"
                 .into(),
@@ -133,31 +139,21 @@ pub enum Written {
     Untrusted(String),
 }
 
-/// How long a record's write waits for a lock another transaction holds on it (a `DROP
-/// EXTENSION` not yet committed, say).
-pub const LOCK_WAIT: &str = "10s";
-
 /// Replaces the current database's record with `released` (shard, last ID pairs), in the
-/// current transaction, waiting at most [`LOCK_WAIT`] for a lock another transaction holds on
-/// it. Raises the error of a write that fails.
+/// current transaction, waiting at most `waits::LOCK_WAIT` for a lock another transaction holds
+/// on it (a `DROP EXTENSION` not yet committed, say). Raises the error of a write that fails.
 pub fn write_here(released: &[(i32, i64)]) -> Result<Written, Failure> {
     let _path = SafeSearchPath::set();
-    Spi::connect_mut(|client| {
-        Ok(match place(client)? {
-            Place::Table(table) => {
-                client.update(
-                    &format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"),
-                    None,
-                    &[],
-                )?;
-                replace(client, &table, released)?;
-                Written::Record
-            }
-            Place::NotInstalled | Place::NoTable { .. } => Written::NoRecord,
-            Place::Untrusted(why) => Written::Untrusted(why),
-        })
-    })
-    .map_err(|e: pgrx::spi::Error| Failure::internal(e.to_string()))
+    let spi = |e: pgrx::spi::Error| Failure::internal(e.to_string());
+    let (table, oid) = match Spi::connect(place).map_err(spi)? {
+        Place::Table(table, oid) => (table, oid),
+        Place::NotInstalled | Place::NoTable { .. } => return Ok(Written::NoRecord),
+        Place::Untrusted(why) => return Ok(Written::Untrusted(why)),
+    };
+    waits::lock_relation(oid, pg_sys::RowExclusiveLock, true)
+        .map_err(|holders| Failure::table_locked(&table, &holders))?;
+    Spi::connect_mut(|client| replace(client, &table, released)).map_err(spi)?;
+    Ok(Written::Record)
 }
 
 /// Deletes every row of the table and inserts `released` as its one row.
