@@ -125,17 +125,61 @@ pub fn no_shard_owned(shards_text: &str) -> ! {
 pub struct CitusNode {
     /// `host:port`, or a description where Citus does not record it.
     pub name: String,
-    pub group: i32,
-    /// Whether `snowid.shards` sets its shards; `None` where it did not answer.
+    /// Its group in Citus's record of the nodes here; `None` for a node not in it.
+    pub group: Option<i32>,
+    /// The group it takes itself to be in, where it said.
+    pub own_group: Option<i32>,
+    /// Whether `snowid.shards` sets its shards; `None` where it did not say.
     pub by_hand: Option<bool>,
     /// The shards it claims.
     pub claim: String,
+    /// Why it did not answer, or how it is known without an answer.
+    pub unanswered: Option<String>,
+    /// Shards it issued IDs for outside its claim since it started, and the highest such ID.
+    pub issued: Option<(String, i64)>,
 }
 
 impl CitusNode {
-    /// Such as `127.0.0.1:9701 (Citus group 1)`.
+    /// Such as `127.0.0.1:9701 (Citus group 1)`, or with the group it takes itself to be in
+    /// where that differs.
     fn named(&self) -> String {
-        format!("{} (Citus group {})", self.name, self.group)
+        let group = match (self.group, self.own_group) {
+            (Some(g), Some(own)) if g != own => {
+                format!("Citus group {g} here, but it takes itself to be in group {own}")
+            }
+            (Some(g), _) => format!("Citus group {g}"),
+            (None, Some(own)) => {
+                format!(
+                    "not in Citus's record of the nodes here; it takes itself to be in group {own}"
+                )
+            }
+            (None, None) => "not in Citus's record of the nodes here".into(),
+        };
+        format!("{} ({group})", self.name)
+    }
+
+    /// " (`name`)", or nothing where it has no name.
+    fn parenthesized(&self) -> String {
+        match self.name.as_str() {
+            "this node" => String::new(),
+            name => format!(" ({name})"),
+        }
+    }
+
+    /// "this one", or "this one (`name`)" where it has a name.
+    fn this_one(&self) -> String {
+        match self.name.as_str() {
+            "this node" => "this one".into(),
+            name => format!("this one ({name})"),
+        }
+    }
+
+    /// "This node, `name` (group)", or "This node (group)" where it has no name.
+    fn this_node(&self) -> String {
+        match self.name.as_str() {
+            "this node" => format!("This node{}", &self.named()["this node".len()..]),
+            _ => format!("This node, {}", self.named()),
+        }
     }
 
     /// What it claims, and why.
@@ -144,12 +188,19 @@ impl CitusNode {
             "" => "no shards".to_string(),
             claim => format!("shards {claim}"),
         };
-        match self.by_hand {
-            Some(true) => format!("{shards}, set by snowid.shards"),
-            Some(false) => format!("{shards}, its group's own"),
-            None => format!(
-                "{shards}, its group's own (it did not answer, so it is taken to claim them)"
-            ),
+        let why = match (&self.unanswered, self.by_hand) {
+            (Some(why), _) if self.claim == "0-8191" => {
+                format!("every shard, since {why}, which is never taken as agreement")
+            }
+            (Some(why), _) => format!("{shards} ({why})"),
+            (None, Some(true)) => format!("{shards}, set by snowid.shards"),
+            (None, _) => format!("{shards}, its group's own"),
+        };
+        match &self.issued {
+            Some((issued, last)) => {
+                format!("{why}, and issued IDs up to {last} for shards {issued} outside its claim")
+            }
+            None => why,
         }
     }
 }
@@ -158,12 +209,13 @@ impl CitusNode {
 fn citus_overlap_hint(free: &str) -> String {
     let free = match free {
         "" => String::new(),
-        free => format!(" (no node claims {free} now)"),
+        free => format!(" (no Citus group has been given {free})"),
     };
     format!(
         "Give each node shards no other node claims: on the node whose snowid.shards is set, \
          reset it to take its group's own shards, or set shards no other node claims{free}, and \
-         reload."
+         reload. A node that takes itself to be in another group than Citus's record here gives \
+         it needs its metadata synced again (start_metadata_sync_to_node on the coordinator)."
     )
 }
 
@@ -178,18 +230,56 @@ pub fn citus_shard_shared(
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
-            "snowid shard {shard} is claimed by two Citus nodes, this one ({}) and {}",
-            this.name, other.name
+            "snowid shard {shard} is claimed by two Citus nodes, {} and {}",
+            this.this_one(),
+            other.name
         ),
         Some(format!(
-            "This node, {}, claims {}; {} claims {}. Neither generates for the shards both \
-             claim, {shared}, so that no ID is issued twice.",
-            this.named(),
+            "{} claims {}; {} claims {}. Neither generates for the shards both claim, {shared}, \
+             so that no ID is issued twice.",
+            this.this_node(),
             this.claims(),
             other.named(),
             other.claims()
         )),
         Some(citus_overlap_hint(free)),
+    )
+}
+
+/// A shard of this node's claim that another node issued IDs for outside its own claim (before
+/// it joined the cluster), up to `last_id`, dated at or after this node's clock now.
+#[track_caller]
+pub fn citus_shard_issued_elsewhere(
+    shard: i32,
+    this: &CitusNode,
+    other: &CitusNode,
+    last_id: i64,
+) -> ! {
+    let issued = other
+        .issued
+        .as_ref()
+        .map_or("", |(shards, _)| shards.as_str());
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid shard {shard} was used by {} outside its claim, up to IDs this node could \
+             issue again",
+            other.name
+        ),
+        Some(format!(
+            "{} issued IDs for shards {issued} since it started (before it took its shards from \
+             its Citus group: it generated on its own before it joined the cluster, say), up to \
+             ID {last_id}, which is dated at or after this node's clock now. {} claims {}, and \
+             refuses those shards until its IDs for them are above that one.",
+            other.named(),
+            this.this_node(),
+            this.claims()
+        )),
+        Some(format!(
+            "Resume this node above that node's IDs now: SELECT snowid_resume_above({last_id}); \
+             and keep the rows that node keyed before it joined out of the cluster's tables, or \
+             give them new keys: they can carry IDs this node issued too."
+        )),
     )
 }
 
@@ -199,8 +289,8 @@ pub fn citus_shard_not_this_nodes(shard: i32, this: &CitusNode) -> ! {
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("snowid shard {shard} is not owned by this server"),
         Some(format!(
-            "On Citus, this node, {}, claims {}.",
-            this.named(),
+            "On Citus: {} claims {}.",
+            this.this_node(),
             this.claims()
         )),
         Some(
@@ -211,41 +301,61 @@ pub fn citus_shard_not_this_nodes(shard: i32, this: &CitusNode) -> ! {
     )
 }
 
-/// `snowid_next()` on a Citus node left with no shard: every shard it claims is claimed by
-/// another node too (`sharers`, each with the shards it shares), or it claims none (its group
-/// is past the capacity).
+/// What the hint of a node with no shards of its own can offer: blocks no Citus group has been
+/// given (`free`), or else blocks of groups given to nodes since removed (`removed`, free only
+/// once those nodes are stopped for good, and after a resume above their IDs).
+pub struct CitusSpare {
+    pub free: String,
+    pub removed: String,
+    pub removed_range: Option<(usize, usize)>,
+}
+
+/// `snowid_next()` on a Citus node whose group is past the capacity: it claims no shard.
 #[track_caller]
-pub fn citus_no_shard(
-    this: &CitusNode,
-    sharers: &[(CitusNode, String)],
-    capacity: (usize, usize),
-    free: &str,
-) -> ! {
+pub fn citus_past_capacity(this: &CitusNode, capacity: (usize, usize), spare: &CitusSpare) -> ! {
     let (groups, per_group) = capacity;
-    if sharers.is_empty() {
-        let free = match free {
-            "" => String::new(),
-            free => format!(", such as {free} (no node claims them now)"),
-        };
-        raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "this Citus node has no snowid shards: its group, {}, is past the {groups} groups \
-                 that get shards of their own",
-                this.group
-            ),
-            Some(format!(
-                "snowid gives each Citus group {per_group} shards of its own, groups 0 to {}, and \
-                 Citus never gives a group number twice: a cluster that added and removed many \
-                 nodes can run past them. This node is {}.",
-                groups - 1,
-                this.name
-            )),
-            Some(format!(
-                "Set snowid.shards on this node to shards no other node claims{free}, and reload."
-            )),
-        )
-    }
+    let hint = match (spare.free.as_str(), spare.removed_range) {
+        ("", Some((first, last))) => format!(
+            "Every group's shards have been given out, to the nodes of the cluster or to nodes \
+             removed since, which may still run. A removed node's shards can be given to this \
+             one once that node is stopped for good: resume this node above their highest ID \
+             first (SELECT snowid_resume_above(max(id)) FROM <each table keyed by snowid> WHERE \
+             snowid_shard(id) BETWEEN {first} AND {last}; then SELECT \
+             snowid_resume_above(<that ID>) here), then set snowid.shards = '{first}-{last}' on \
+             this node and reload. Removed groups' shards: {}.",
+            spare.removed
+        ),
+        ("", None) => "Every shard is claimed by a node of the cluster: give this node shards \
+                       another node gives up (snowid_release on that node, then snowid.shards \
+                       here)."
+            .into(),
+        (free, _) => format!(
+            "Set snowid.shards on this node to shards no Citus group has been given, such as \
+             {free} (no node claims them), and reload."
+        ),
+    };
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "this Citus node has no snowid shards: its group, {}, is past the {groups} groups \
+             that get shards of their own",
+            this.own_group.or(this.group).unwrap_or(-1)
+        ),
+        Some(format!(
+            "snowid gives each Citus group {per_group} shards of its own, groups 0 to {}, and \
+             Citus never gives a group number twice: a cluster that added and removed many \
+             nodes can run past them. This node is {}.",
+            groups - 1,
+            this.name
+        )),
+        Some(hint),
+    )
+}
+
+/// `snowid_next()` on a Citus node every shard of whose claim another node claims too
+/// (`sharers`, each with the shards it shares).
+#[track_caller]
+pub fn citus_no_shard(this: &CitusNode, sharers: &[(CitusNode, String)], free: &str) -> ! {
     let others: Vec<String> = sharers
         .iter()
         .map(|(node, shared)| {
@@ -259,8 +369,8 @@ pub fn citus_no_shard(
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
-            "this Citus node ({}) has no snowid shard to generate for: {} claims its shards too",
-            this.name,
+            "this Citus node{} has no snowid shard to generate for: {} claims its shards too",
+            this.parenthesized(),
             sharers
                 .iter()
                 .map(|(node, _)| node.name.as_str())
@@ -268,13 +378,77 @@ pub fn citus_no_shard(
                 .join(" and ")
         ),
         Some(format!(
-            "This node, {}, claims {}; {}. Neither generates for the shards both claim, so that \
-             no ID is issued twice.",
-            this.named(),
+            "{} claims {}; {}. Neither generates for the shards both claim, so that no ID is \
+             issued twice.",
+            this.this_node(),
             this.claims(),
             others.join("; ")
         )),
         Some(citus_overlap_hint(free)),
+    )
+}
+
+/// `snowid_next()` on a Citus node that released every shard of its claim.
+#[track_caller]
+pub fn citus_all_released(this: &CitusNode) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "this Citus node{} has no snowid shard to generate for: every shard of its claim is \
+             released",
+            this.parenthesized()
+        ),
+        Some(format!(
+            "{} claims {}, and snowid_release() released each of them here.",
+            this.this_node(),
+            this.claims()
+        )),
+        Some(
+            "Take a shard back with snowid_take_back(shard, <the last ID its other owner \
+             issued>) once no other server generates for it, or give this node other shards \
+             with snowid.shards."
+                .into(),
+        ),
+    )
+}
+
+/// A Citus node whose check of its shards could not be made.
+#[track_caller]
+pub fn citus_check_failed(database: &str, why: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid has not learnt this node's shards from Citus".into(),
+        Some(format!(
+            "Citus is preloaded, so snowid takes this node's shards from Citus's metadata in \
+             database \"{database}\" (snowid.citus_database), and checks them against the \
+             other nodes'; the last check could not be made: {}",
+            detail_line(why)
+        )),
+        Some(
+            "Set snowid.citus_database to the database where the citus extension is, and \
+             reload; or remove citus from shared_preload_libraries where Citus is not used. \
+             The check is made again every few seconds."
+                .into(),
+        ),
+    )
+}
+
+/// A Citus node whose checker is not running.
+#[track_caller]
+pub fn citus_checker_not_running(database: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowid has not learnt this node's shards from Citus".into(),
+        Some(format!(
+            "snowid's Citus check, a background worker connected to database \"{database}\" \
+             (snowid.citus_database), is not running."
+        )),
+        Some(
+            "The server log says why (a database that does not exist, or no background worker \
+             slot free: max_worker_processes). Set snowid.citus_database to the database where \
+             the citus extension is, and reload."
+                .into(),
+        ),
     )
 }
 
@@ -285,42 +459,6 @@ pub fn invalid_shard_set(text: &str, reason: &str) -> ! {
         format!("\"{text}\" is not a set of snowid shards"),
         Some(detail_line(reason)),
         None,
-    )
-}
-
-#[track_caller]
-pub fn citus_not_in_this_database(database: &str) -> ! {
-    raise(
-        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowid has not learnt this node's shards from Citus".into(),
-        Some(format!(
-            "Citus is preloaded, so snowid takes this node's shards from Citus's metadata, in the \
-             database where the citus extension is created, once after the server starts and \
-             after every change of that metadata or of snowid.shards; database \"{database}\" \
-             has no citus extension."
-        )),
-        Some(
-            "Generate first in the database where the citus extension is (the shards learnt \
-             there serve every database), or remove citus from shared_preload_libraries where \
-             Citus is not used."
-                .into(),
-        ),
-    )
-}
-
-#[track_caller]
-pub fn citus_check_in_parallel() -> ! {
-    raise(
-        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowid cannot check this node's shards against the other Citus nodes in a parallel worker"
-            .into(),
-        Some(
-            "The check is due (the server started, or Citus's record of the nodes, this node's \
-             group or snowid.shards changed), and it asks the other nodes, which a parallel \
-             worker cannot."
-                .into(),
-        ),
-        Some("Call snowid_next() once outside a parallel query, then run the query again.".into()),
     )
 }
 
