@@ -121,7 +121,9 @@ pub fn no_shard_owned(shards_text: &str) -> ! {
     )
 }
 
-/// A Citus node, as the errors of the check on Citus name it (see `crate::server::citus`).
+/// A Citus node, as the errors of the check on Citus name it (see `crate::server::citus`,
+/// whose report carries one for each node).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CitusNode {
     /// `host:port`, or a description where Citus does not record it.
     pub name: String,

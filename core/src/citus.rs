@@ -278,8 +278,8 @@ impl Answer {
 /// What a check learnt of another node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Heard {
-    /// It answered.
-    Answered(Answer),
+    /// It answered (boxed: an answer holds two shard sets).
+    Answered(Box<Answer>),
     /// It could not be reached (why).
     Unreachable(String),
     /// It runs an older snowid, or none, so it cannot answer.
@@ -375,11 +375,10 @@ pub fn check(claim: &ShardSet, peers: &[Peer], above: impl Fn(usize, i64) -> boo
         .iter()
         .map(|peer| {
             let mut shared = claim.intersection(&peer.claim());
-            if let Heard::Answered(Answer {
-                issued: Some(issued),
-                ..
-            }) = &peer.heard
-            {
+            if let Heard::Answered(answer) = &peer.heard {
+                let Some(issued) = &answer.issued else {
+                    return shared;
+                };
                 for s in claim.intersection(&issued.shards).iter() {
                     if !above(s, issued.last_id) {
                         shared.insert(s);
@@ -423,11 +422,7 @@ pub fn free_blocks<'a>(
     groups: impl IntoIterator<Item = i32>,
     claims: impl IntoIterator<Item = &'a ShardSet>,
 ) -> ShardSet {
-    let taken = taken(groups, claims);
-    ((given.max(-1) + 1)..GROUPS as i32)
-        .filter_map(block)
-        .filter(|b| b.is_disjoint(&taken))
-        .fold(ShardSet::empty(), |all, b| all.union(&b))
+    untaken_blocks((given.max(-1) + 1)..GROUPS as i32, &taken(groups, claims))
 }
 
 /// The blocks of groups up to `given` that no node of the cluster is in or claims now: those of
@@ -438,10 +433,14 @@ pub fn removed_blocks<'a>(
     groups: impl IntoIterator<Item = i32>,
     claims: impl IntoIterator<Item = &'a ShardSet>,
 ) -> ShardSet {
-    let taken = taken(groups, claims);
-    (0..=given.min(GROUPS as i32 - 1))
+    untaken_blocks(0..given.min(GROUPS as i32 - 1) + 1, &taken(groups, claims))
+}
+
+/// The blocks of `groups` that share no shard with `taken`.
+fn untaken_blocks(groups: std::ops::Range<i32>, taken: &ShardSet) -> ShardSet {
+    groups
         .filter_map(block)
-        .filter(|b| b.is_disjoint(&taken))
+        .filter(|b| b.is_disjoint(taken))
         .fold(ShardSet::empty(), |all, b| all.union(&b))
 }
 
@@ -494,7 +493,22 @@ mod tests {
         Peer {
             name: name.into(),
             recorded: Some(recorded),
-            heard: Heard::Answered(answer),
+            heard: Heard::Answered(Box::new(answer)),
+            last: None,
+        }
+    }
+
+    /// The coordinator, known by its question to a worker whose record of the nodes is empty.
+    fn told_by_the_coordinator() -> Peer {
+        Peer {
+            name: "127.0.0.1:9700".into(),
+            recorded: None,
+            heard: Heard::Told(Question {
+                from: "127.0.0.1:9700".into(),
+                group: 0,
+                claim: block(0).unwrap(),
+                recorded: 1,
+            }),
             last: None,
         }
     }
@@ -611,17 +625,7 @@ mod tests {
         assert_eq!(failed.claim(), ShardSet::all());
         assert!(failed.unsettled() && gone.unsettled() && !hand.unsettled());
         // Known only from its own question: what it told.
-        let told = Peer {
-            name: "127.0.0.1:9700".into(),
-            recorded: None,
-            heard: Heard::Told(Question {
-                from: "127.0.0.1:9700".into(),
-                group: 0,
-                claim: block(0).unwrap(),
-                recorded: 1,
-            }),
-            last: None,
-        };
+        let told = told_by_the_coordinator();
         assert_eq!(told.claim(), block(0).unwrap());
         // Known from another database's cluster: what it claimed there.
         let remembered = Peer {
@@ -644,21 +648,7 @@ mod tests {
         assert_eq!(coordinator.generating, set(""));
         assert_eq!(coordinator.shared[0], block(0).unwrap());
         // The worker, told by the coordinator's question.
-        let worker = check(
-            &block(0).unwrap(),
-            &[Peer {
-                name: "127.0.0.1:9700".into(),
-                recorded: None,
-                heard: Heard::Told(Question {
-                    from: "127.0.0.1:9700".into(),
-                    group: 0,
-                    claim: block(0).unwrap(),
-                    recorded: 1,
-                }),
-                last: None,
-            }],
-            ABOVE,
-        );
+        let worker = check(&block(0).unwrap(), &[told_by_the_coordinator()], ABOVE);
         assert_eq!(worker.generating, set(""));
     }
 
@@ -696,15 +686,15 @@ mod tests {
         // This node's next IDs dated at a millisecond: above the last from the next one on.
         let at = |ms: i64| move |_: usize, id: i64| (id >> 23) < ms;
         assert_eq!(
-            check(coordinator, &[joined.clone()], at(1000)).refused(),
+            check(coordinator, std::slice::from_ref(&joined), at(1000)).refused(),
             set("2-5")
         );
         assert_eq!(
-            check(coordinator, &[joined.clone()], at(999)).refused(),
+            check(coordinator, std::slice::from_ref(&joined), at(999)).refused(),
             set("2-5")
         );
         assert_eq!(
-            check(coordinator, &[joined.clone()], at(1001)).refused(),
+            check(coordinator, std::slice::from_ref(&joined), at(1001)).refused(),
             set("")
         );
         // Above it on some shards only (resumed there, say).
@@ -769,7 +759,7 @@ mod tests {
     /// What a check learns of a node: its answer, or one of the ways of not having it.
     fn heard(answer: Answer) -> impl Strategy<Value = Heard> {
         prop_oneof![
-            3 => Just(Heard::Answered(answer)),
+            3 => Just(Heard::Answered(Box::new(answer))),
             1 => Just(Heard::Unreachable("failed to connect".into())),
             1 => Just(Heard::Older),
             1 => Just(Heard::Failed("an error".into())),
@@ -795,7 +785,7 @@ mod tests {
             let (claim_a, claim_b) = (claim(&configured_a, group_a), claim(&configured_b, group_b));
             let none = ShardSet::empty();
             let real = |heard: Heard, answer: Answer| match heard {
-                Heard::Answered(_) => Heard::Answered(answer),
+                Heard::Answered(_) => Heard::Answered(Box::new(answer)),
                 other => other,
             };
             // A hears B (recorded in `recorded_b` by A), and B hears A.

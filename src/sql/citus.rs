@@ -87,17 +87,19 @@ fn snowid_citus_nodes() -> TableIterator<
         .chain(others)
         .enumerate()
         .map(|(i, (node, generates))| {
+            let about = node.about;
             (
-                node.name,
-                node.group,
+                about.name,
+                about.group,
                 i == 0,
-                node.by_hand,
-                node.claim,
+                about.by_hand,
+                about.claim,
                 generates,
                 node.shared,
-                node.unanswered,
-                node.own_group,
-                node.issued
+                about.unanswered,
+                about.own_group,
+                about
+                    .issued
                     .map(|(shards, last)| format!("{shards} (up to ID {last})")),
             )
         })

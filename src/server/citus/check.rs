@@ -19,6 +19,7 @@
 use super::metadata::{self, Metadata, Node};
 use super::report::{self, fingerprint_of, NodeReport, Report};
 use super::segment::Segment;
+use crate::errors::CitusNode;
 use pgrx::prelude::*;
 use snowid_core::citus::{self, Answer, Heard, Issued, Peer, Question};
 use snowid_core::host::Clock;
@@ -162,7 +163,7 @@ pub fn run(
         .map(|(node, heard)| {
             let name = node.name();
             if let Heard::Answered(answer) = &heard {
-                memory.answers.insert(name.clone(), answer.clone());
+                memory.answers.insert(name.clone(), (**answer).clone());
             }
             let last = match heard {
                 Heard::Answered(_) => None,
@@ -229,14 +230,16 @@ pub fn run(
         fingerprint,
         failure: None,
         node: NodeReport {
-            name: me,
-            group: Some(metadata.group),
-            own_group: Some(metadata.group),
-            by_hand: Some(citus::by_hand(configured)),
-            claim: claim.to_string(),
-            unanswered: None,
+            about: CitusNode {
+                name: me,
+                group: Some(metadata.group),
+                own_group: Some(metadata.group),
+                by_hand: Some(citus::by_hand(configured)),
+                claim: claim.to_string(),
+                unanswered: None,
+                issued: mine.map(|i| (i.shards.to_string(), i.last_id)),
+            },
             shared: verdict.refused().to_string(),
-            issued: mine.map(|i| (i.shards.to_string(), i.last_id)),
             asked: false,
         },
         generating: verdict.generating.to_string(),
@@ -311,14 +314,16 @@ pub fn publish_failure(
         fingerprint,
         failure: Some(why),
         node: NodeReport {
-            name: "this node".into(),
-            group: None,
-            own_group: None,
-            by_hand: None,
-            claim: String::new(),
-            unanswered: None,
+            about: CitusNode {
+                name: "this node".into(),
+                group: None,
+                own_group: None,
+                by_hand: None,
+                claim: String::new(),
+                unanswered: None,
+                issued: None,
+            },
             shared: String::new(),
-            issued: None,
             asked: false,
         },
         generating: String::new(),
@@ -393,17 +398,19 @@ fn node_report(peer: &Peer, shared: &ShardSet, asked: bool) -> NodeReport {
         ),
     };
     NodeReport {
-        name: peer.name.clone(),
-        group: peer.recorded,
-        own_group: match &peer.heard {
-            Heard::Answered(_) | Heard::Told(_) => peer.group(),
-            _ => None,
+        about: CitusNode {
+            name: peer.name.clone(),
+            group: peer.recorded,
+            own_group: match &peer.heard {
+                Heard::Answered(_) | Heard::Told(_) => peer.group(),
+                _ => None,
+            },
+            by_hand,
+            claim: peer.claim().to_string(),
+            unanswered,
+            issued,
         },
-        by_hand,
-        claim: peer.claim().to_string(),
-        unanswered,
         shared: shared.to_string(),
-        issued,
         asked,
     }
 }
@@ -420,10 +427,7 @@ fn warn_of_issued_ids(
 ) {
     for peer in peers {
         let theirs = match &peer.heard {
-            Heard::Answered(Answer {
-                issued: Some(issued),
-                ..
-            }) => Some(issued),
+            Heard::Answered(answer) => answer.issued.as_ref(),
             _ => None,
         };
         if let Some(issued) = theirs.filter(|i| !i.shards.is_disjoint(claim)) {

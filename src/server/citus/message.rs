@@ -123,3 +123,64 @@ impl Drop for WriterLock<'_> {
         self.0.store(0, Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    /// A record that leaves out its last item to fit, and counts what it left out.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Items {
+        items: Vec<String>,
+        left_out: usize,
+    }
+
+    impl Message for Items {
+        fn shrink(&mut self) -> bool {
+            self.items.pop().is_some() && {
+                self.left_out += 1;
+                true
+            }
+        }
+    }
+
+    fn items(n: usize) -> Items {
+        Items {
+            items: (0..n).map(|i| format!("node {i:04}")).collect(),
+            left_out: 0,
+        }
+    }
+
+    #[test]
+    fn a_record_too_big_for_its_slot_is_shrunk_and_says_what_it_left_out_never_cut() {
+        // SAFETY: all zero is an empty slot, as shared memory starts.
+        let slot: Box<Slot<16>> = Box::new(unsafe { std::mem::zeroed() });
+        assert_eq!(slot.read::<Items>(), None, "nothing published yet");
+        let mut small = items(3);
+        assert_eq!(slot.publish(&mut small), Some(Published::Whole));
+        assert_eq!(slot.read::<Items>(), Some(items(3)));
+        // 128 bytes hold a few of a hundred items: the rest are left out, and counted.
+        let mut big = items(100);
+        let Some(Published::Shrunk(n)) = slot.publish(&mut big) else {
+            panic!("a record over the capacity is shrunk");
+        };
+        let read: Items = slot.read().expect("what was published decodes");
+        assert_eq!(read.left_out, n);
+        assert_eq!(read.items.len() + read.left_out, 100);
+        assert!(serde_json::to_vec(&read).unwrap().len() <= Slot::<16>::CAPACITY);
+        // One that cannot shrink enough is not written: the last one stays.
+        assert_eq!(slot.publish(&mut Fixed("x".repeat(1000))), None);
+        assert_eq!(slot.read::<Items>(), Some(read));
+    }
+
+    /// A record that cannot leave anything out.
+    #[derive(Serialize, Deserialize)]
+    struct Fixed(String);
+
+    impl Message for Fixed {
+        fn shrink(&mut self) -> bool {
+            false
+        }
+    }
+}

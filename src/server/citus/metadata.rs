@@ -302,7 +302,7 @@ pub fn ask(nodes: &[Node], questions: &[Question]) -> Vec<Heard> {
             match found {
                 Some((_, _, true, result)) if result == OLDER => Heard::Older,
                 Some((_, _, true, result)) => match Answer::parse(result) {
-                    Ok(answer) => Heard::Answered(answer),
+                    Ok(answer) => Heard::Answered(Box::new(answer)),
                     Err(e) => Heard::Failed(e),
                 },
                 Some((_, _, false, why)) => heard_of_failure(why.trim()),

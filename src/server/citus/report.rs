@@ -36,40 +36,30 @@ pub struct Report {
     pub given: i32,
 }
 
-/// One node, as a check found it.
+/// One node, as a check found it: the node as errors name it, and what the check made of it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NodeReport {
-    /// `host:port`, or a description where Citus does not record the node.
-    pub name: String,
-    /// Its group in Citus's record here; `None` for a node that is not in it.
-    pub group: Option<i32>,
-    /// The group it takes itself to be in, where it said.
-    pub own_group: Option<i32>,
-    /// Whether `snowid.shards` sets its claim; `None` where it did not say.
-    pub by_hand: Option<bool>,
-    /// Every shard it may generate for, as far as this node can tell.
-    pub claim: String,
-    /// Why it did not answer, or how it is known without an answer; `None` where it answered.
-    pub unanswered: Option<String>,
+    /// Its name, its group here and the one it takes itself to be in, its claim, why it did not
+    /// answer, the IDs it issued outside its claim.
+    #[serde(flatten)]
+    pub about: CitusNode,
     /// The shards of this node's claim that it claims too (for this node: every refused one).
     pub shared: String,
-    /// Shards it issued IDs for since it started outside its claim now, and the highest such ID.
-    pub issued: Option<(String, i64)>,
     /// Whether the check asked it (a node of Citus's record here, not this one).
     pub asked: bool,
 }
 
+impl std::ops::Deref for NodeReport {
+    type Target = CitusNode;
+
+    fn deref(&self) -> &CitusNode {
+        &self.about
+    }
+}
+
 impl NodeReport {
     pub fn describe(&self) -> CitusNode {
-        CitusNode {
-            name: self.name.clone(),
-            group: self.group,
-            own_group: self.own_group,
-            by_hand: self.by_hand,
-            claim: self.claim.clone(),
-            unanswered: self.unanswered.clone(),
-            issued: self.issued.clone(),
-        }
+        self.about.clone()
     }
 
     pub fn shared(&self) -> ShardSet {
@@ -77,7 +67,7 @@ impl NodeReport {
     }
 
     pub fn claim(&self) -> ShardSet {
-        shards(&self.claim)
+        shards(&self.about.claim)
     }
 }
 
@@ -195,5 +185,53 @@ impl Message for ToldNodes {
         self.nodes.remove(0);
         self.left_out += 1;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, shared: &str, unanswered: Option<&str>) -> NodeReport {
+        NodeReport {
+            about: CitusNode {
+                name: name.into(),
+                group: Some(1),
+                own_group: Some(1),
+                by_hand: Some(false),
+                claim: "32-63".into(),
+                unanswered: unanswered.map(Into::into),
+                issued: None,
+            },
+            shared: shared.into(),
+            asked: true,
+        }
+    }
+
+    #[test]
+    fn a_report_leaves_out_the_nodes_that_matter_least_first_and_counts_them() {
+        let mut report = Report {
+            check: 1,
+            at_unix_ms: 0,
+            database: "postgres".into(),
+            fingerprint: 0,
+            failure: None,
+            node: node("me", "", None),
+            generating: String::new(),
+            peers: vec![
+                node("sharing", "40", None),
+                node("quiet 1", "", None),
+                node("silent", "", Some("unreachable")),
+                node("quiet 2", "", None),
+            ],
+            left_out: 0,
+            given: 1,
+        };
+        let names = |r: &Report| r.peers.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+        assert!(report.shrink() && report.shrink());
+        assert_eq!(names(&report), ["sharing", "silent"]);
+        assert!(report.shrink() && report.shrink());
+        assert_eq!(report.left_out, 4);
+        assert!(!report.shrink(), "nothing more to leave out");
     }
 }

@@ -95,32 +95,47 @@ fn create_events(citus: &CitusCluster) {
     );
 }
 
+/// Fails the test unless `rows` (a table, or a subquery with its alias) holds `expected` rows,
+/// every ID distinct, and none that any of `none` selects (an SQL condition, and what such a row
+/// would mean).
+fn assert_rows(db: &mut Client, rows: &str, expected: i64, none: &[(&str, &str)]) {
+    let filters: String = none
+        .iter()
+        .map(|(condition, _)| format!(", count(*) FILTER (WHERE {condition})"))
+        .collect();
+    let row = db
+        .query_one(
+            &format!("SELECT count(*), count(DISTINCT id){filters} FROM {rows}"),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("count the rows of {rows}: {}", describe(&e)));
+    assert_eq!(row.get::<_, i64>(0), expected, "rows lost or added");
+    assert_eq!(row.get::<_, i64>(1), expected, "duplicate IDs");
+    for (k, (_, meaning)) in none.iter().enumerate() {
+        assert_eq!(row.get::<_, i64>(k + 2), 0, "{meaning}");
+    }
+}
+
 /// Checks the whole `events` table: `expected` rows, all distinct, each node's IDs in its own
 /// shard set, each session's IDs on one shard and increasing in its insert order. Returns how
 /// many (millisecond, sequence) pairs occur on more than one node: IDs that only the shard field
 /// keeps apart.
 fn check_events(db: &mut Client, expected: i64) -> i64 {
-    let row = db
-        .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE snowid_shard(id) / 32 <> node),
-                    count(*) FILTER (WHERE id <= prev)
-             FROM (SELECT id, node, lag(id) OVER (PARTITION BY node, session ORDER BY n) AS prev
-                   FROM events) s",
-            &[],
-        )
-        .unwrap();
-    assert_eq!(row.get::<_, i64>(0), expected, "rows lost or added");
-    assert_eq!(row.get::<_, i64>(1), expected, "duplicate IDs");
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
-        "IDs outside the shard set of the node they were inserted through"
-    );
-    assert_eq!(
-        row.get::<_, i64>(3),
-        0,
-        "a session's IDs must increase in its insert order"
+    assert_rows(
+        db,
+        "(SELECT id, node, lag(id) OVER (PARTITION BY node, session ORDER BY n) AS prev
+          FROM events) s",
+        expected,
+        &[
+            (
+                "snowid_shard(id) / 32 <> node",
+                "IDs outside the shard set of the node they were inserted through",
+            ),
+            (
+                "id <= prev",
+                "a session's IDs must increase in its insert order",
+            ),
+        ],
     );
     let sessions: Vec<(i32, i32, Vec<i32>)> = db
         .query(
@@ -269,31 +284,29 @@ fn every_node_takes_writes_with_the_same_default() {
             &[],
         )
         .unwrap_or_else(|e| panic!("INSERT ... SELECT by repartition: {}", describe(&e)));
-    let row = db
+    assert_eq!(copied as i64, expected / 3);
+    let shards: Vec<i32> = db
         .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE node = -1 AND snowid_shard(id) NOT BETWEEN 32 AND 95),
-                    array_agg(DISTINCT snowid_shard(id)) FILTER (WHERE node = -1)
-             FROM events",
+            "SELECT array_agg(DISTINCT snowid_shard(id)) FROM events WHERE node = -1",
             &[],
         )
-        .unwrap();
-    assert_eq!(copied as i64, expected / 3);
-    assert_eq!(row.get::<_, i64>(0), expected + copied as i64);
-    assert_eq!(
-        row.get::<_, i64>(1),
-        expected + copied as i64,
-        "duplicate IDs"
-    );
+        .unwrap()
+        .get(0);
     println!(
-        "INSERT ... SELECT through the coordinator: {copied} rows with IDs from shards {:?}",
-        row.get::<_, Vec<i32>>(3)
+        "INSERT ... SELECT through the coordinator: {copied} rows with IDs from shards {shards:?}"
     );
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
+    let on_the_coordinator = format!(
         "Citus {} evaluates the DEFAULT of a repartitioned INSERT ... SELECT on the workers",
         citus_version().unwrap_or_else(|| "?".into())
+    );
+    assert_rows(
+        &mut db,
+        "events",
+        expected + copied as i64,
+        &[(
+            "node = -1 AND snowid_shard(id) NOT BETWEEN 32 AND 95",
+            &on_the_coordinator,
+        )],
     );
 
     // Why the key is the distribution column: a distributed table's primary key must include
@@ -1069,14 +1082,6 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
         errors.len(),
         &errors[..errors.len().min(20)]
     );
-    let row = db
-        .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE tag >= 0 AND snowid_shard(id) / 32 <> grp)
-             FROM rows",
-            &[],
-        )
-        .unwrap();
     let inserted: usize = (0..6).map(|tag| tally.rows(tag)).sum::<usize>() + copied as usize;
     let per_node: Vec<usize> = (0..6).map(|tag| tally.rows(tag)).collect();
     println!(
@@ -1084,12 +1089,14 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
          failed over to its standby, the last two added): {per_node:?}; {timings:?}; {:.1} s in all",
         began.elapsed().as_secs_f64()
     );
-    assert_eq!(row.get::<_, i64>(0), inserted as i64, "rows lost or added");
-    assert_eq!(row.get::<_, i64>(1), inserted as i64, "duplicate IDs");
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
-        "IDs off the shards of the group of the node they went through"
+    assert_rows(
+        &mut db,
+        "rows",
+        inserted as i64,
+        &[(
+            "tag >= 0 AND snowid_shard(id) / 32 <> grp",
+            "IDs off the shards of the group of the node they went through",
+        )],
     );
     assert!(
         per_node.iter().all(|&rows| rows >= ROWS_PER_NODE),
@@ -1117,6 +1124,13 @@ fn error_of(port: u16, sql: &str) -> postgres::Error {
         .unwrap()
         .query_one(sql, &[])
         .expect_err(&format!("{sql} on port {port} must fail"))
+}
+
+/// The error a statement on the node on `port` fails with, described, and its hint.
+fn error_and_hint(port: u16, sql: &str) -> (String, String) {
+    let err = error_of(port, sql);
+    let hint = err.as_db_error().and_then(|e| e.hint()).unwrap_or_default();
+    (describe(&err), hint.to_string())
 }
 
 /// Sets a setting with `ALTER SYSTEM` on `db`'s node, or resets it (`None`), and reloads.
@@ -1291,22 +1305,13 @@ fn an_overlap_made_by_hand_is_refused_before_any_duplicate() {
     // A node in a group past the capacity.
     let w4 = CitusCluster::new_node(None);
     citus.add_in_group(&w4, 300);
-    let err = error_of(w4.port, "SELECT snowid_next()");
-    let hint = err
-        .as_db_error()
-        .and_then(|e| e.hint())
-        .unwrap_or_default()
-        .to_string();
-    println!(
-        "snowid_next() in group 300: {} (hint: {hint})",
-        describe(&err)
-    );
+    let (err, hint) = error_and_hint(w4.port, "SELECT snowid_next()");
+    println!("snowid_next() in group 300: {err} (hint: {hint})");
     assert!(
-        describe(&err).starts_with(
+        err.starts_with(
             "55000 this Citus node has no snowid shards: its group, 300, is past the 256 groups"
         ),
-        "{}",
-        describe(&err)
+        "{err}"
     );
     let free = hint
         .split("such as ")
@@ -1331,25 +1336,35 @@ fn an_overlap_made_by_hand_is_refused_before_any_duplicate() {
         },
     );
 
-    let row = citus
-        .client()
-        .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE snowid_shard(id) / 32 <> grp),
-                    count(*) FILTER (WHERE tag = $1 AND snowid_shard(id) BETWEEN 10 AND 20)
-             FROM rows",
-            &[&(tw1 as i32)],
-        )
-        .unwrap();
     let inserted = (tally.rows(tc) + tally.rows(tw1)) as i64;
-    assert_eq!(row.get::<_, i64>(0), inserted, "rows lost or added");
-    assert_eq!(row.get::<_, i64>(1), inserted, "duplicate IDs");
-    assert_eq!(row.get::<_, i64>(2), 0, "IDs off their node's shards");
-    assert_eq!(
-        row.get::<_, i64>(3),
-        0,
-        "the first worker issued IDs on the coordinator's shards"
+    let on_the_coordinators = format!("tag = {tw1} AND snowid_shard(id) BETWEEN 10 AND 20");
+    assert_rows(
+        &mut citus.client(),
+        "rows",
+        inserted,
+        &[
+            (
+                "snowid_shard(id) / 32 <> grp",
+                "IDs off their node's shards",
+            ),
+            (
+                &on_the_coordinators,
+                "the first worker issued IDs on the coordinator's shards",
+            ),
+        ],
     );
+}
+
+/// Runs one of Citus's functions of a node (`stop_metadata_sync_to_node`, `citus_remove_node`,
+/// ...) on the coordinator for the node on `port`.
+fn on_a_node(citus: &CitusCluster, function: &str, port: u16) {
+    citus
+        .client()
+        .execute(
+            &format!("SELECT {function}('127.0.0.1', $1)"),
+            &[&i32::from(port)],
+        )
+        .unwrap_or_else(|e| panic!("{function}: {}", describe(&e)));
 }
 
 /// What `count` calls of `snowid_next(shard)` return in one statement on `db`, for the shards
@@ -1460,13 +1475,7 @@ fn a_worker_reset_to_group_0_or_reading_another_database_is_refused() {
         ids_on(w, 32, 63, 2000).unwrap(),
     ];
 
-    citus
-        .client()
-        .execute(
-            "SELECT stop_metadata_sync_to_node('127.0.0.1', $1)",
-            &[&i32::from(w)],
-        )
-        .unwrap_or_else(|e| panic!("stop_metadata_sync_to_node: {}", describe(&e)));
+    on_a_node(&citus, "stop_metadata_sync_to_node", w);
     let refusals = generate_until_all_refuse(&[c, w], (0, 31), &mut ids, Duration::from_secs(30));
     println!("after stop_metadata_sync_to_node: {refusals:#?}");
     assert_eq!(
@@ -1493,13 +1502,7 @@ fn a_worker_reset_to_group_0_or_reading_another_database_is_refused() {
         );
     }
 
-    citus
-        .client()
-        .execute(
-            "SELECT start_metadata_sync_to_node('127.0.0.1', $1)",
-            &[&i32::from(w)],
-        )
-        .unwrap_or_else(|e| panic!("start_metadata_sync_to_node: {}", describe(&e)));
+    on_a_node(&citus, "start_metadata_sync_to_node", w);
     wait_until(
         "each node generates for its own group's shards again",
         Duration::from_secs(30),
@@ -1778,7 +1781,7 @@ fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did(
             Some("6000-6009"),
         );
     }
-    let mut apart = vec![Vec::new(), Vec::new()];
+    let mut apart = [Vec::new(), Vec::new()];
     wait_until(
         "both workers, cut off, generate for 6000-6009",
         Duration::from_secs(30),
@@ -1809,7 +1812,7 @@ fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did(
         cut_off(worker, false);
     }
     let connected = Instant::now();
-    let mut after = vec![Vec::new(), Vec::new()];
+    let mut after = [Vec::new(), Vec::new()];
     let deadline = connected + Duration::from_secs(20);
     let refused_at = loop {
         let results: Vec<Result<Vec<i64>, String>> = citus
@@ -1913,11 +1916,7 @@ fn a_node_that_joins_after_generating_or_past_the_capacity_meets_no_ones_ids() {
     // The second worker drained and removed, left running; the group sequence at 255.
     let mut db = citus.client();
     for command in ["citus_drain_node", "citus_remove_node"] {
-        db.execute(
-            &format!("SELECT {command}('127.0.0.1', $1)"),
-            &[&i32::from(w2)],
-        )
-        .unwrap_or_else(|e| panic!("{command}: {}", describe(&e)));
+        on_a_node(&citus, command, w2);
     }
     db.batch_execute("SELECT setval('pg_catalog.pg_dist_groupid_seq', 255)")
         .unwrap();
@@ -1965,17 +1964,12 @@ fn a_node_that_joins_after_generating_or_past_the_capacity_meets_no_ones_ids() {
     assert_eq!(issued_twice(&[&before, &after_join]), 0);
 
     // The new node, in group 256, and the hint it gets.
-    let err = error_of(w3.port, "SELECT snowid_next()");
-    let hint = err
-        .as_db_error()
-        .and_then(|e| e.hint())
-        .unwrap_or_default()
-        .to_string();
-    println!(
-        "snowid_next() in group 256: {} (hint: {hint})",
-        describe(&err)
+    let (err, hint) = error_and_hint(w3.port, "SELECT snowid_next()");
+    println!("snowid_next() in group 256: {err} (hint: {hint})");
+    assert!(
+        err.contains("its group, 256, is past the 256 groups"),
+        "{err}"
     );
-    assert!(describe(&err).contains("its group, 256, is past the 256 groups"));
     let mut on_w2 = ids_on(w2, 64, 95, 2000).unwrap();
     if let Some(free) = hint
         .split("such as ")
