@@ -74,7 +74,9 @@ unsafe extern "C-unwind" fn show_answer() -> *const c_char {
     let text = match question.is_empty() {
         true => String::new(),
         false => match Question::parse(&question) {
-            Ok(question) => answer(&question).unwrap_or_else(|why| Answer::refusal(&why)),
+            Ok(question) => answer(&question)
+                .map(|a| a.to_text())
+                .unwrap_or_else(|why| Answer::refusal(&why)),
             Err(why) => Answer::refusal(&format!("\"{question}\" is not a question: {why}")),
         },
     };
@@ -84,7 +86,7 @@ unsafe extern "C-unwind" fn show_answer() -> *const c_char {
 }
 
 /// This node's answer to `question`, or why it gives none.
-fn answer(question: &Question) -> Result<String, String> {
+fn answer(question: &Question) -> Result<Answer, String> {
     let segment = segment()
         .filter(|_| super::in_use())
         .ok_or("Citus is not preloaded beside snowid on this node")?;
@@ -113,8 +115,27 @@ fn answer(question: &Question) -> Result<String, String> {
             _ => report.map_or(-1, |r| r.given),
         },
         issued,
+    })
+}
+
+/// The answer to 0.7.0's question, `snowid_citus_claim(asker_group, asker_claim)`, which a node
+/// still running 0.7.0 asks: every shard this node claims or generates for, in 0.7.0's form of
+/// a claim set by hand, which that node refuses whatever group it has this one in; every shard
+/// where this node cannot answer (an error would be taken as its group's shards).
+pub fn answer_0_7_0(asker_group: i32, asker_claim: &str) -> String {
+    let Ok(claim) = snowid_core::shard_set::ShardSet::parse(asker_claim) else {
+        return format!("hand:{}", snowid_core::shard_set::ShardSet::all());
+    };
+    let question = Question {
+        from: format!("the node of Citus group {asker_group} (snowid 0.7.0)"),
+        group: asker_group,
+        claim,
+        recorded: -1,
+    };
+    match answer(&question) {
+        Ok(answer) => format!("hand:{}", answer.claims),
+        Err(_) => format!("hand:{}", snowid_core::shard_set::ShardSet::all()),
     }
-    .to_text())
 }
 
 /// Learns the asker's claim: records a node Citus's record here does not have among the told
