@@ -7,7 +7,7 @@
 //! | 22003 | a shard or sequence number outside its field, or a negative ID (or masked ID) |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from; a null in an operator function's array argument |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
-//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID, another Citus node's claim) |
+//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
 //! | 22P02 | a text that is not a masked ID's text form |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
@@ -16,7 +16,7 @@
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or with no shards (or before its shards are learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or issued IDs for, with no shards or every shard released (or while its shards cannot be learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
 //! | 0A000 | preparing a transaction that installed or updated snowid |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
 //! | (the cause's) | a database a resume reads, or a change records in, failed: its own SQLSTATE (a missing file, a lock held too long, ...), with the database named |
@@ -451,16 +451,6 @@ pub fn citus_checker_not_running(database: &str) -> ! {
              the citus extension is, and reload."
                 .into(),
         ),
-    )
-}
-
-#[track_caller]
-pub fn invalid_shard_set(text: &str, reason: &str) -> ! {
-    raise(
-        ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("\"{text}\" is not a set of snowid shards"),
-        Some(detail_line(reason)),
-        None,
     )
 }
 
