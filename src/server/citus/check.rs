@@ -114,115 +114,32 @@ pub fn run(
     segment.watch(&metadata.watched);
     let claim = citus::claim(configured, metadata.group);
     let me = this_node_name(&metadata);
-    let others: Vec<Node> = metadata
-        .nodes
-        .iter()
-        .filter(|n| n.group != metadata.group)
-        .cloned()
-        .collect();
     let asked = Asked {
         metadata: metadata_fingerprint(&metadata),
         claim: claim.clone(),
         asks,
     };
     let asking = ask || memory.asked.as_ref() != Some(&asked);
-    let heard: Vec<Heard> = match asking {
-        true => {
-            // What this node may generate for until this check is published: its claim, and
-            // what it generates for now.
-            let claims = claim.union(&segment.generating());
-            let questions: Vec<Question> = others
-                .iter()
-                .map(|node| Question {
-                    from: me.clone(),
-                    group: metadata.group,
-                    claim: claims.clone(),
-                    recorded: node.group,
-                })
-                .collect();
-            metadata::ask(&others, &questions)
-        }
-        false => others
-            .iter()
-            .map(|node| {
-                memory
-                    .heard
-                    .get(&node.name())
-                    .cloned()
-                    .unwrap_or_else(|| Heard::Unreachable("not asked yet".into()))
-            })
-            .collect(),
-    };
+    // What this node may generate for until this check is published: its claim, and what it
+    // generates for now.
+    let claims = claim.union(&segment.generating());
+    let mut peers = hear_the_recorded(memory, &metadata, &me, &claims, asking);
     if asking {
         memory.asked = Some(asked);
-        memory.heard = others.iter().map(Node::name).zip(heard.clone()).collect();
     }
-    let mut peers: Vec<Peer> = others
-        .iter()
-        .zip(heard)
-        .map(|(node, heard)| {
-            let name = node.name();
-            if let Heard::Answered(answer) = &heard {
-                memory.answers.insert(name.clone(), (**answer).clone());
-            }
-            let last = match heard {
-                Heard::Answered(_) => None,
-                _ => memory.answers.get(&name).cloned(),
-            };
-            Peer {
-                name,
-                recorded: Some(node.group),
-                heard,
-                last,
-            }
-        })
-        .collect();
     let asked_count = peers.len();
-    if metadata.group != 0 && !metadata.nodes.iter().any(|n| n.group == 0) {
-        peers.push(Peer {
-            name: "the coordinator".into(),
-            recorded: Some(0),
-            heard: Heard::Unreachable(
-                "Citus does not record the coordinator here, so it is not asked".into(),
-            ),
-            last: None,
-        });
-    }
-    let recorded: BTreeSet<String> = metadata.nodes.iter().map(Node::name).collect();
-    let now = snowid_core::clock::SystemClock.wall_ms();
-    for (question, at) in segment.told_nodes().questions() {
-        let current = now - at < report::TOLD_FOR.as_millis() as i64;
-        if !current || question.from == me || recorded.contains(&question.from) {
-            continue;
-        }
-        // The coordinator where Citus here does not record it, known now by what it told.
-        peers.retain(|p| p.name != question.from);
-        peers.push(Peer {
-            name: question.from.clone(),
-            recorded: None,
-            heard: Heard::Told(question),
-            last: None,
-        });
-    }
-    for (name, claim) in &memory.remembered {
-        if !recorded.contains(name) && !peers.iter().any(|p| &p.name == name) {
-            peers.push(Peer {
-                name: name.clone(),
-                recorded: None,
-                heard: Heard::Remembered(claim.clone()),
-                last: None,
-            });
-        }
-    }
+    add_the_unasked(&mut peers, memory, segment, &metadata, &me);
     let verdict = citus::check(&claim, &peers, own.above);
     let mine = (own.outside)(&claim);
     warn_of_issued_ids(memory, &me, &claim, mine.as_ref(), &peers);
     log_change(memory, &me, &verdict.refused());
-    let given = groups_given(&metadata, &peers);
-    let told =
-        peers.len() > asked_count && peers[asked_count..].iter().any(|p| p.recorded.is_none());
-    let again =
-        !verdict.refused().is_empty() || told || peers[..asked_count].iter().any(Peer::unsettled);
+    // Asked again soon while a node asked could not answer, some shard is refused, or a node is
+    // known by its question only (which counts for a while).
+    let again = !verdict.refused().is_empty()
+        || peers[..asked_count].iter().any(Peer::unsettled)
+        || peers[asked_count..]
+            .iter()
+            .any(|p| matches!(p.heard, Heard::Told(_)));
     let mut report = Report {
         check: 0,
         at_unix_ms: snowid_core::clock::SystemClock.wall_ms(),
@@ -250,7 +167,7 @@ pub fn run(
             .map(|(i, (peer, shared))| node_report(peer, shared, i < asked_count))
             .collect(),
         left_out: 0,
-        given,
+        given: groups_given(&metadata, &peers),
     };
     debug1!(
         "snowid checked this Citus node's shards ({}): it claims {}, {} the other nodes, and \
@@ -266,6 +183,109 @@ pub fn run(
     );
     segment.publish(wanted, &verdict.generating, &mut report);
     Outcome { again }
+}
+
+/// The primary nodes of other groups in Citus's record, each as it answered `me`'s question (if
+/// `asking`: this node claims `claims`), or as it answered the last check that asked; with its
+/// last answer where it has none now.
+fn hear_the_recorded(
+    memory: &mut Memory,
+    metadata: &Metadata,
+    me: &str,
+    claims: &ShardSet,
+    asking: bool,
+) -> Vec<Peer> {
+    let others: Vec<&Node> = metadata
+        .nodes
+        .iter()
+        .filter(|n| n.group != metadata.group)
+        .collect();
+    if asking {
+        let questions: Vec<Question> = others
+            .iter()
+            .map(|node| Question {
+                from: me.to_string(),
+                group: metadata.group,
+                claim: claims.clone(),
+                recorded: node.group,
+            })
+            .collect();
+        let nodes: Vec<Node> = others.iter().map(|n| (*n).clone()).collect();
+        let heard = metadata::ask(&nodes, &questions);
+        memory.heard = others.iter().map(|n| n.name()).zip(heard).collect();
+    }
+    others
+        .into_iter()
+        .map(|node| {
+            let name = node.name();
+            let heard = memory
+                .heard
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| Heard::Unreachable("not asked yet".into()));
+            if let Heard::Answered(answer) = &heard {
+                memory.answers.insert(name.clone(), (**answer).clone());
+            }
+            let last = match heard {
+                Heard::Answered(_) => None,
+                _ => memory.answers.get(&name).cloned(),
+            };
+            Peer {
+                name,
+                recorded: Some(node.group),
+                heard,
+                last,
+            }
+        })
+        .collect()
+}
+
+/// Adds the nodes that count without being asked: the coordinator where Citus here does not
+/// record it (at group 0's shards, or at what it told if it asked), the nodes that asked this one
+/// without being in Citus's record here (for [`report::TOLD_FOR`] after they asked), and those
+/// remembered from another database.
+fn add_the_unasked(
+    peers: &mut Vec<Peer>,
+    memory: &Memory,
+    segment: &Segment,
+    metadata: &Metadata,
+    me: &str,
+) {
+    if metadata.group != 0 && !metadata.nodes.iter().any(|n| n.group == 0) {
+        peers.push(Peer {
+            name: "the coordinator".into(),
+            recorded: Some(0),
+            heard: Heard::Unreachable(
+                "Citus does not record the coordinator here, so it is not asked".into(),
+            ),
+            last: None,
+        });
+    }
+    let recorded: BTreeSet<String> = metadata.nodes.iter().map(Node::name).collect();
+    let now = snowid_core::clock::SystemClock.wall_ms();
+    for (question, at) in segment.told_nodes().questions() {
+        let current = now - at < report::TOLD_FOR.as_millis() as i64;
+        if !current || question.from == me || recorded.contains(&question.from) {
+            continue;
+        }
+        peers.retain(|p| p.name != question.from);
+        peers.push(Peer {
+            name: question.from.clone(),
+            recorded: None,
+            heard: Heard::Told(question),
+            last: None,
+        });
+    }
+    for (name, claim) in &memory.remembered {
+        if !recorded.contains(name) && !peers.iter().any(|p| &p.name == name) {
+            peers.push(Peer {
+                name: name.clone(),
+                recorded: None,
+                heard: Heard::Remembered(claim.clone()),
+                last: None,
+            });
+        }
+    }
 }
 
 /// The last group Citus gave out from its sequence, as the coordinator knows it (this node, or
