@@ -989,6 +989,20 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
         &[&i32::from(standby.port), &i32::from(w1)],
     )
     .unwrap_or_else(|e| panic!("citus_update_node: {}", describe(&e)));
+    // Citus syncs the new address to the other workers in the background: an insert through
+    // one of them that comes first is routed to the old primary, and refused.
+    wait_until(
+        "Citus has synced the new address to every worker",
+        Duration::from_secs(60),
+        || {
+            db.query_one(
+                "SELECT bool_and(metadatasynced) FROM pg_dist_node WHERE hasmetadata",
+                &[],
+            )
+            .unwrap()
+            .get::<_, bool>(0)
+        },
+    );
     assert_eq!(
         citus.group_of(standby.port),
         1,
