@@ -29,6 +29,16 @@
 //! - `citus_move_shard_placement`, by logical replication and with `block_writes`, moves a shard
 //!   while inserts run through the coordinator and through both workers, with no failed insert:
 //!   the rows carry their IDs, nothing is generated again on the target.
+//! - `stop_metadata_sync_to_node` resets the worker's `pg_dist_local_group` to 0 and empties its
+//!   `pg_dist_node`, in the coordinator's transaction (two-phase); `start_metadata_sync_to_node`
+//!   gives both back.
+//! - `citus_update_node` syncs the new address to the other workers in the background: until
+//!   `pg_dist_node.metadatasynced` is true again, an insert through another worker can be routed
+//!   to the old address.
+//! - `CREATE ROLE` and `ALTER DATABASE ... OWNER` on the coordinator are propagated to the
+//!   workers (`citus.enable_ddl_propagation` off keeps them local).
+//! - A node's `snowid_citus_nodes()` answers from its last check, waiting only for a check that is
+//!   due; generating on a node is what makes a refused shard ask again.
 
 use snowid_integration::citus::{
     citus_version, client_on, cut_off, group_shards, socket_client, CitusCluster,
