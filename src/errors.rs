@@ -357,36 +357,91 @@ pub fn citus_past_capacity(this: &CitusNode, capacity: (usize, usize), spare: &C
 /// `snowid_next()` on a Citus node every shard of whose claim another node claims too
 /// (`sharers`, each with the shards it shares).
 #[track_caller]
-pub fn citus_no_shard(this: &CitusNode, sharers: &[(CitusNode, String)], free: &str) -> ! {
+pub fn citus_no_shard(this: &CitusNode, sharers: &[CitusSharer], free: &str) -> ! {
     let others: Vec<String> = sharers
         .iter()
-        .map(|(node, shared)| {
+        .map(|sharer| {
+            let unheard = match sharer.unheard.as_str() {
+                "" => String::new(),
+                unheard => format!(", and it has not heard this node claim {unheard}"),
+            };
             format!(
-                "{} claims {} (shared: {shared})",
-                node.named(),
-                node.claims()
+                "{} claims {} (shared: {}){unheard}",
+                sharer.node.named(),
+                sharer.node.claims(),
+                sharer.shared
             )
         })
         .collect();
+    let names = sharers
+        .iter()
+        .map(|sharer| sharer.node.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let only_unheard = sharers.iter().all(|sharer| sharer.shared == sharer.unheard);
+    let why = match only_unheard {
+        true => format!("{names} has not heard it claim its shards"),
+        false => format!("{names} claims its shards too"),
+    };
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
-            "this Citus node{} has no snowid shard to generate for: {} claims its shards too",
+            "this Citus node{} has no snowid shard to generate for: {why}",
             this.parenthesized(),
-            sharers
-                .iter()
-                .map(|(node, _)| node.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" and ")
         ),
         Some(format!(
             "{} claims {}; {}. Neither generates for the shards both claim, so that no ID is \
-             issued twice.",
+             issued twice; shards set by hand beyond this node's group's own wait until every node \
+             this node asks has heard it claim them.",
             this.this_node(),
             this.claims(),
             others.join("; ")
         )),
-        Some(citus_overlap_hint(free)),
+        Some(match only_unheard {
+            true => citus_unheard_hint(),
+            false => citus_overlap_hint(free),
+        }),
+    )
+}
+
+/// Another node that keeps this node from some of its shards: those it `shared` (claims too,
+/// issued IDs for, or has not heard this node claim), and of them those it has not heard.
+pub struct CitusSharer {
+    pub node: CitusNode,
+    pub shared: String,
+    pub unheard: String,
+}
+
+/// The hint of a refusal for shards set by hand that a node has not heard this node claim.
+fn citus_unheard_hint() -> String {
+    "Connect the nodes again: this node asks them every 2 seconds, and generates for those shards \
+     once every node has answered. Or set shards within this node's group's own, which need no \
+     answer."
+        .into()
+}
+
+/// A shard set by hand beyond this node's group's own that `other`, which this node asks, has not
+/// heard it claim (it could not be asked).
+#[track_caller]
+pub fn citus_shard_unheard(shard: i32, this: &CitusNode, other: &CitusNode) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid shard {shard} is set by hand on this Citus node, and {} has not heard it \
+             claimed",
+            other.name
+        ),
+        Some(format!(
+            "{} claims {}. A shard set by hand beyond a node's group's own is generated for only \
+             once every node that node asks has heard it claimed, so that two nodes set to the \
+             same shards while they cannot reach each other never both generate for them; {} \
+             claims {}.",
+            this.this_node(),
+            this.claims(),
+            other.named(),
+            other.claims()
+        )),
+        Some(citus_unheard_hint()),
     )
 }
 

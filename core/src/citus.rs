@@ -303,6 +303,9 @@ pub struct Peer {
     pub heard: Heard,
     /// Its last answer, where this one is missing.
     pub last: Option<Answer>,
+    /// For a node this node asks, the shards of this node's claim it has heard (the claims of the
+    /// questions it answered); `None` for a node this node cannot ask, which does not constrain it.
+    pub heard_ours: Option<ShardSet>,
 }
 
 impl Peer {
@@ -367,21 +370,34 @@ impl Verdict {
 }
 
 /// The shards a node that claims `claim` may generate for, against the other nodes (itself left
-/// out: a node, its standbys and the primary it replaced are one). A shard another node issued
-/// IDs for outside its own claim stays refused until `above(shard, id)`: this node's next ID for
-/// it is above the last of those.
-pub fn check(claim: &ShardSet, peers: &[Peer], above: impl Fn(usize, i64) -> bool) -> Verdict {
+/// out: a node, its standbys and the primary it replaced are one):
+/// - every shard another node may generate for too is refused (for that node);
+/// - a shard of the claim outside `block` (the node's group's block, which every other node takes
+///   it to claim even when it cannot ask it) is refused until every node this node asks has heard
+///   it claimed (for each that has not): so two nodes set by hand to the same shards while they
+///   cannot reach each other never both generate for them, whichever was set first;
+/// - a shard another node issued IDs for outside its own claim stays refused until
+///   `above(shard, id)`: this node's next ID for it is above the last of those.
+pub fn check(
+    claim: &ShardSet,
+    block: &ShardSet,
+    peers: &[Peer],
+    above: impl Fn(usize, i64) -> bool,
+) -> Verdict {
+    let beyond_block = claim.difference(block);
     let shared: Vec<ShardSet> = peers
         .iter()
         .map(|peer| {
             let mut shared = claim.intersection(&peer.claim());
+            if let Some(heard) = &peer.heard_ours {
+                shared = shared.union(&beyond_block.difference(heard));
+            }
             if let Heard::Answered(answer) = &peer.heard {
-                let Some(issued) = &answer.issued else {
-                    return shared;
-                };
-                for s in claim.intersection(&issued.shards).iter() {
-                    if !above(s, issued.last_id) {
-                        shared.insert(s);
+                if let Some(issued) = &answer.issued {
+                    for s in claim.intersection(&issued.shards).iter() {
+                        if !above(s, issued.last_id) {
+                            shared.insert(s);
+                        }
                     }
                 }
             }
@@ -495,6 +511,7 @@ mod tests {
             recorded: Some(recorded),
             heard: Heard::Answered(Box::new(answer)),
             last: None,
+            heard_ours: None,
         }
     }
 
@@ -510,6 +527,7 @@ mod tests {
                 recorded: 1,
             }),
             last: None,
+            heard_ours: None,
         }
     }
 
@@ -519,6 +537,7 @@ mod tests {
             recorded: Some(recorded),
             heard: Heard::Unreachable("failed to connect".into()),
             last: None,
+            heard_ours: None,
         }
     }
 
@@ -642,14 +661,49 @@ mod tests {
         // The coordinator asks a worker that stop_metadata_sync_to_node reset to group 0.
         let coordinator = check(
             &block(0).unwrap(),
+            &block(0).unwrap(),
             &[answered("w1", 1, answer(0, &ShardSet::all(), &set("0-31")))],
             ABOVE,
         );
         assert_eq!(coordinator.generating, set(""));
         assert_eq!(coordinator.shared[0], block(0).unwrap());
         // The worker, told by the coordinator's question.
-        let worker = check(&block(0).unwrap(), &[told_by_the_coordinator()], ABOVE);
+        let worker = check(
+            &block(0).unwrap(),
+            &block(0).unwrap(),
+            &[told_by_the_coordinator()],
+            ABOVE,
+        );
         assert_eq!(worker.generating, set(""));
+    }
+
+    #[test]
+    fn shards_set_by_hand_beyond_the_block_wait_until_every_node_asked_has_heard_them() {
+        let mine = set("40-45,6000-6009");
+        let unreachable = |heard: &str| Peer {
+            heard_ours: Some(set(heard)),
+            ..silent(2)
+        };
+        // The second worker cannot be reached and never heard 6000-6009: refused for it.
+        let verdict = check(&mine, &block(1).unwrap(), &[unreachable("")], ABOVE);
+        assert_eq!(verdict.generating, set("40-45"));
+        assert_eq!(verdict.shared[0], set("6000-6009"));
+        // It heard them before it could no longer be reached: they stand.
+        let verdict = check(
+            &mine,
+            &block(1).unwrap(),
+            &[unreachable("40-45,6000-6009")],
+            ABOVE,
+        );
+        assert_eq!(verdict.generating, mine);
+        // A node this node cannot ask (known by its question) does not hold them up.
+        let verdict = check(
+            &mine,
+            &block(1).unwrap(),
+            &[told_by_the_coordinator()],
+            ABOVE,
+        );
+        assert_eq!(verdict.generating, mine);
     }
 
     #[test]
@@ -658,12 +712,12 @@ mod tests {
             silent(0),
             answered("w2", 2, answer(2, &set("40-49,70"), &set(""))),
         ];
-        let verdict = check(&block(1).unwrap(), &peers, ABOVE);
+        let verdict = check(&block(1).unwrap(), &block(1).unwrap(), &peers, ABOVE);
         assert_eq!(verdict.generating, set("32-39,50-63"));
         assert_eq!(verdict.shared, [set(""), set("40-49")]);
         assert_eq!(verdict.refused(), set("40-49"));
         // Set by hand into group 0's block: refused even though the coordinator did not answer.
-        let verdict = check(&set("20-40"), &peers, ABOVE);
+        let verdict = check(&set("20-40"), &block(1).unwrap(), &peers, ABOVE);
         assert_eq!(verdict.generating, set("32-39"));
         assert_eq!(verdict.shared[0], set("20-31"));
     }
@@ -686,20 +740,41 @@ mod tests {
         // This node's next IDs dated at a millisecond: above the last from the next one on.
         let at = |ms: i64| move |_: usize, id: i64| (id >> 23) < ms;
         assert_eq!(
-            check(coordinator, std::slice::from_ref(&joined), at(1000)).refused(),
+            check(
+                coordinator,
+                coordinator,
+                std::slice::from_ref(&joined),
+                at(1000)
+            )
+            .refused(),
             set("2-5")
         );
         assert_eq!(
-            check(coordinator, std::slice::from_ref(&joined), at(999)).refused(),
+            check(
+                coordinator,
+                coordinator,
+                std::slice::from_ref(&joined),
+                at(999)
+            )
+            .refused(),
             set("2-5")
         );
         assert_eq!(
-            check(coordinator, std::slice::from_ref(&joined), at(1001)).refused(),
+            check(
+                coordinator,
+                coordinator,
+                std::slice::from_ref(&joined),
+                at(1001)
+            )
+            .refused(),
             set("")
         );
         // Above it on some shards only (resumed there, say).
         let some = |shard: usize, _: i64| shard > 3;
-        assert_eq!(check(coordinator, &[joined], some).refused(), set("2-3"));
+        assert_eq!(
+            check(coordinator, coordinator, &[joined], some).refused(),
+            set("2-3")
+        );
     }
 
     #[test]
@@ -707,6 +782,7 @@ mod tests {
         let mine = block(2).unwrap();
         let theirs = set("64-70");
         let verdict = check(
+            &mine,
             &mine,
             &[answered("w1", 1, answer(1, &theirs, &set("")))],
             ABOVE,
@@ -794,15 +870,17 @@ mod tests {
                 recorded: Some(recorded_b),
                 heard: real(heard_b, answer(group_b, &configured_b, &none)),
                 last: None,
+                heard_ours: None,
             };
             let a_seen = Peer {
                 name: "a".into(),
                 recorded: Some(recorded_a),
                 heard: real(heard_a, answer(group_a, &configured_a, &none)),
                 last: None,
+                heard_ours: None,
             };
-            let a = check(&claim_a, std::slice::from_ref(&b_seen), ABOVE);
-            let b = check(&claim_b, std::slice::from_ref(&a_seen), ABOVE);
+            let a = check(&claim_a, &block_or_none(group_a), std::slice::from_ref(&b_seen), ABOVE);
+            let b = check(&claim_b, &block_or_none(group_b), std::slice::from_ref(&a_seen), ABOVE);
             // A sees all of B's claim when B answered (or failed), or when B's claim is its
             // recorded group's block.
             let sees = |peer: &Peer, real_claim: &ShardSet| real_claim.is_subset(&peer.claim());
@@ -818,6 +896,36 @@ mod tests {
             }
         }
 
+        /// Two nodes, each claiming what it claims, set in either order while they cannot reach
+        /// each other: the one set first was heard by the other (it answered its questions then),
+        /// the one set later was not. Whatever they claim, they never generate for one shard.
+        #[test]
+        fn nodes_set_while_apart_never_share_a_shard(
+            group_a in 0i32..300, group_b in 0i32..300,
+            configured_a in configured(), configured_b in configured(),
+        ) {
+            prop_assume!(group_a != group_b);
+            let (claim_a, claim_b) = (claim(&configured_a, group_a), claim(&configured_b, group_b));
+            // A was set first, and B heard it; B, set later, is unreachable from A and unheard.
+            let seen_by_a = Peer {
+                name: "b".into(),
+                recorded: Some(group_b),
+                heard: Heard::Unreachable("cut off".into()),
+                last: Some(answer(group_b, &ShardSet::all(), &ShardSet::empty())),
+                heard_ours: Some(claim_a.clone()),
+            };
+            let seen_by_b = Peer {
+                name: "a".into(),
+                recorded: Some(group_a),
+                heard: Heard::Unreachable("cut off".into()),
+                last: Some(answer(group_a, &configured_a, &ShardSet::empty())),
+                heard_ours: Some(ShardSet::empty()),
+            };
+            let a = check(&claim_a, &block_or_none(group_a), &[seen_by_a], ABOVE);
+            let b = check(&claim_b, &block_or_none(group_b), &[seen_by_b], ABOVE);
+            prop_assert!(a.generating.is_disjoint(&b.generating));
+        }
+
         /// A cluster left at the default: every node generates for its whole block, and no two
         /// nodes for the same shard.
         #[test]
@@ -830,7 +938,7 @@ mod tests {
                 let peers: Vec<Peer> = groups.iter().filter(|&&g| g != group).map(|&g| {
                     answered(&g.to_string(), g, answer(g, &ShardSet::all(), &ShardSet::empty()))
                 }).collect();
-                let verdict = check(&claim(&ShardSet::all(), group), &peers, ABOVE);
+                let verdict = check(&claim(&ShardSet::all(), group), &block(group).unwrap(), &peers, ABOVE);
                 prop_assert_eq!(&verdict.generating, &block(group).unwrap());
                 prop_assert!(verdict.generating.is_disjoint(&seen));
                 seen = seen.union(&verdict.generating);
@@ -844,7 +952,7 @@ mod tests {
         ) {
             let claim_mine = claim(&mine, 0);
             let peer = answered("p", group, answer(group, &theirs, &ShardSet::empty()));
-            let verdict = check(&claim_mine, std::slice::from_ref(&peer), ABOVE);
+            let verdict = check(&claim_mine, &block_or_none(0), std::slice::from_ref(&peer), ABOVE);
             prop_assert!(!out_of_date(&claim_mine, &verdict.refused(), &verdict.shared[0], &peer.claim()));
         }
 

@@ -48,6 +48,9 @@ pub struct Memory {
     /// Each node's last answer, by name: what a node that cannot answer now is taken to claim
     /// besides its group's block.
     answers: HashMap<String, Answer>,
+    /// What each node has heard this node claim, by name: the claim of the last question it
+    /// answered.
+    heard_ours: HashMap<String, ShardSet>,
     /// The warnings logged, so that each is logged once.
     warned: BTreeSet<String>,
     /// The shards the last check refused, to log a change.
@@ -129,7 +132,8 @@ pub fn run(
     }
     let asked_count = peers.len();
     add_the_unasked(&mut peers, memory, segment, &metadata, &me);
-    let verdict = citus::check(&claim, &peers, own.above);
+    let block = citus::block(metadata.group).unwrap_or_else(ShardSet::empty);
+    let verdict = citus::check(&claim, &block, &peers, own.above);
     let mine = (own.outside)(&claim);
     warn_of_issued_ids(memory, &me, &claim, mine.as_ref(), &peers);
     log_change(memory, &me, &verdict.refused());
@@ -212,6 +216,14 @@ fn hear_the_recorded(
             .collect();
         let nodes: Vec<Node> = others.iter().map(|n| (*n).clone()).collect();
         let heard = metadata::ask(&nodes, &questions);
+        for (node, heard) in others.iter().zip(&heard) {
+            // A node that answered, or that runs a snowid that asks this one itself, has heard
+            // what this node claims now (and no longer what it claimed before, which it may have
+            // taken since).
+            if matches!(heard, Heard::Answered(_) | Heard::Older) {
+                memory.heard_ours.insert(node.name(), claims.clone());
+            }
+        }
         memory.heard = others.iter().map(|n| n.name()).zip(heard).collect();
     }
     others
@@ -230,11 +242,19 @@ fn hear_the_recorded(
                 Heard::Answered(_) => None,
                 _ => memory.answers.get(&name).cloned(),
             };
+            let heard_ours = Some(
+                memory
+                    .heard_ours
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(ShardSet::empty),
+            );
             Peer {
                 name,
                 recorded: Some(node.group),
                 heard,
                 last,
+                heard_ours,
             }
         })
         .collect()
@@ -259,6 +279,7 @@ fn add_the_unasked(
                 "Citus does not record the coordinator here, so it is not asked".into(),
             ),
             last: None,
+            heard_ours: None,
         });
     }
     let recorded: BTreeSet<String> = metadata.nodes.iter().map(Node::name).collect();
@@ -274,6 +295,7 @@ fn add_the_unasked(
             recorded: None,
             heard: Heard::Told(question),
             last: None,
+            heard_ours: None,
         });
     }
     for (name, claim) in &memory.remembered {
@@ -283,6 +305,7 @@ fn add_the_unasked(
                 recorded: None,
                 heard: Heard::Remembered(claim.clone()),
                 last: None,
+                heard_ours: None,
             });
         }
     }
@@ -356,6 +379,7 @@ pub fn publish_failure(
                     recorded: None,
                     heard: Heard::Remembered(claim.clone()),
                     last: None,
+                    heard_ours: None,
                 };
                 node_report(&peer, &ShardSet::empty(), false)
             })

@@ -36,7 +36,7 @@ mod metadata;
 mod report;
 pub mod segment;
 
-use crate::errors::{self, CitusNode, CitusSpare};
+use crate::errors::{self, CitusNode, CitusSharer, CitusSpare};
 use crate::server::settings;
 pub use check::OwnIds;
 use pgrx::pg_sys;
@@ -202,10 +202,16 @@ pub fn ask_again() -> bool {
 fn passed_issued_ids(report: &Report) -> bool {
     let above = own_ids().above;
     report.peers.iter().any(|peer| {
-        let issued_only = peer.shared().difference(&peer.claim());
-        peer.issued
-            .as_ref()
-            .is_some_and(|(_, last_id)| issued_only.iter().any(|s| above(s, *last_id)))
+        let Some((shards, last_id)) = &peer.issued else {
+            return false;
+        };
+        let issued = ShardSet::parse(shards).unwrap_or_else(|_| ShardSet::empty());
+        let refused_for_them = peer
+            .shared()
+            .intersection(&issued)
+            .difference(&peer.claim());
+        let passed = refused_for_them.iter().any(|s| above(s, *last_id));
+        passed
     })
 }
 
@@ -241,6 +247,9 @@ pub fn refuse_shard(shard: Shard) -> ! {
     refuse_if_failed(&report);
     let this = this_node(&report);
     match report.sharer_of(shard.index()) {
+        Some(other) if unheard(other).contains(shard.index()) => {
+            errors::citus_shard_unheard(shard.get(), &this, &other.describe())
+        }
         Some(other) if !other.claim().contains(shard.index()) => {
             let last_id = other.issued.as_ref().map_or(0, |(_, last)| *last);
             errors::citus_shard_issued_elsewhere(shard.get(), &this, &other.describe(), last_id)
@@ -254,6 +263,17 @@ pub fn refuse_shard(shard: Shard) -> ! {
         ),
         None => errors::citus_shard_not_this_nodes(shard.get(), &this),
     }
+}
+
+/// The shards a node keeps this one from because it has not heard this node claim them: those it
+/// shares that it neither claims nor issued IDs for.
+fn unheard(peer: &report::NodeReport) -> ShardSet {
+    let issued = peer
+        .issued
+        .as_ref()
+        .and_then(|(shards, _)| ShardSet::parse(shards).ok())
+        .unwrap_or_else(ShardSet::empty);
+    peer.shared().difference(&peer.claim()).difference(&issued)
 }
 
 /// This node, as the errors name it (the IDs it issued outside its claim are for the others).
@@ -287,11 +307,15 @@ pub fn refuse_all(released: &ShardSet) {
     if claim.is_empty() {
         errors::citus_past_capacity(&this, (GROUPS, SHARDS_PER_GROUP), &spare(&report));
     }
-    let sharers: Vec<(CitusNode, String)> = report
+    let sharers: Vec<CitusSharer> = report
         .peers
         .iter()
         .filter(|p| !p.shared.is_empty())
-        .map(|p| (p.describe(), p.shared.clone()))
+        .map(|p| CitusSharer {
+            node: p.describe(),
+            shared: p.shared.clone(),
+            unheard: unheard(p).to_string(),
+        })
         .collect();
     if !sharers.is_empty() {
         errors::citus_no_shard(&this, &sharers, &spare(&report).free)

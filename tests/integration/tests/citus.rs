@@ -1736,6 +1736,34 @@ fn an_overlap_ends_on_both_nodes_with_the_reload_that_ends_it() {
     println!("{sessions} new sessions generated on the second worker after the reset");
 }
 
+/// Generates IDs for the shards `first` to `last` on each of `workers` at once, over their
+/// sockets, in rounds for three seconds, adding them to `ids` (one list per worker). Returns each
+/// one's last refusal (empty where it never refused).
+fn generate_over_sockets(
+    workers: &[Cluster],
+    (first, last): (i32, i32),
+    ids: &mut [Vec<i64>],
+) -> Vec<String> {
+    let mut refusals = vec![String::new(); workers.len()];
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let round: Vec<Result<Vec<i64>, String>> = thread::scope(|scope| {
+            let handles: Vec<_> = workers
+                .iter()
+                .map(|worker| scope.spawn(move || ids_by_socket(worker, first, last, 2000)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (k, result) in round.into_iter().enumerate() {
+            match result {
+                Ok(more) => ids[k].extend(more),
+                Err(why) => refusals[k] = why,
+            }
+        }
+    }
+    refusals
+}
+
 /// [`ids_by`] over the node's Unix socket (see `snowid_integration::citus::socket_client`).
 fn ids_by_socket(node: &Cluster, first: i32, last: i32, count: i32) -> Result<Vec<i64>, String> {
     ids_by(&mut socket_client(node), first, last, count)
@@ -1749,12 +1777,16 @@ fn ids_by_socket(node: &Cluster, first: i32, last: i32, count: i32) -> Result<Ve
 ///   claiming only its group's shards; then both workers are set to 5000-5009: they generate for
 ///   those shards, each statement 2,000 IDs across them, until both refuse them, naming each
 ///   other, with no ID issued by both;
-/// - both reset, then cut off from every other node (their `pg_hba.conf` rejects every TCP
-///   connection), set to 6000-6009 while cut off: each takes the other, unreachable, to claim its
-///   group's shards, and both generate for 6000-6009 (the gap while nodes cannot reach each
-///   other). Connected again, with nothing reloaded, both refuse 6000-6009 within seconds (the
-///   checker asks again while a node could not be heard from), and no ID is issued by both after
-///   that. Before 0.8.0 both kept generating.
+/// - both reset; the first set to 6000-6009 while every node can reach it; then both cut off
+///   from every other node (their `pg_hba.conf` rejects every TCP connection), and the second set
+///   to 6000-6009 too. Before 0.8.0 each took the other, unreachable, to claim its group's shards,
+///   and both generated for 6000-6009 for as long as they ran, even once they could reach each
+///   other again. Now the second, cut off, refuses them (the first has not heard it claim them),
+///   while the first generates, both at once, for seconds; connected again, with nothing reloaded,
+///   both refuse 6000-6009 within seconds (the checker asks again while a node could not be heard
+///   from), each naming the other as claiming them; and no ID is issued by both. Both set to
+///   7000-7009 while cut off from each other: neither generates for them, each saying the other
+///   has not heard it claim them; connected again, both refuse them for each other's claim.
 #[test]
 fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did() {
     skip_without_citus!();
@@ -1792,7 +1824,74 @@ fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did(
     assert!(refusals[0].contains(&name_w2), "{}", refusals[0]);
     assert!(refusals[1].contains(&name_w1), "{}", refusals[1]);
 
-    // Cut off from each other.
+    // The first worker set to 6000-6009 while every node can reach it; then both cut off from
+    // each other, and the second set to 6000-6009 too.
+    set_shards(w1, None);
+    set_shards(w2, None);
+    set_shards(w1, Some("6000-6009"));
+    wait_until(
+        "the first worker generates for 6000-6009",
+        Duration::from_secs(30),
+        || ids_on(w1, 6000, 6009, 10).is_ok(),
+    );
+    for worker in &citus.workers {
+        cut_off(worker, true);
+    }
+    alter_system(
+        &mut socket_client(&citus.workers[1]),
+        "snowid.shards",
+        Some("6000-6009"),
+    );
+    // Both keep on at it, at the same time, as long as they are cut off: the first generates, the
+    // second refuses, since the first has not heard it claim those shards (or, where the second
+    // heard the first's claim before it was cut off, since the first claims them).
+    let mut ids = [Vec::new(), Vec::new()];
+    let refusals = generate_over_sockets(&citus.workers, (6000, 6009), &mut ids);
+    println!(
+        "cut off: the first worker issued {} IDs for 6000-6009, the second {} ({})",
+        ids[0].len(),
+        ids[1].len(),
+        refusals[1]
+    );
+    assert!(
+        refusals[0].is_empty(),
+        "the first worker refuses: {}",
+        refusals[0]
+    );
+    assert!(
+        ids[1].is_empty() && refusals[1].contains(&name_w1),
+        "the second worker, set while it cannot reach the first, generates for the first's shards \
+         ({} IDs issued by both): {}",
+        issued_twice(&[&ids[0], &ids[1]]),
+        refusals[1]
+    );
+
+    // Connected again, nothing reloaded: they find the overlap and both refuse, each naming the
+    // other as claiming the shards.
+    for worker in &citus.workers {
+        cut_off(worker, false);
+    }
+    let connected = Instant::now();
+    let refusals =
+        generate_until_all_refuse(&[w1, w2], (6000, 6009), &mut ids, Duration::from_secs(20));
+    println!(
+        "connected again, both refuse 6000-6009 after {:.2} s: {refusals:#?}",
+        connected.elapsed().as_secs_f64()
+    );
+    assert!(refusals[0].contains(&name_w2), "{}", refusals[0]);
+    assert!(
+        refusals[1].contains(&name_w1) && !refusals[1].contains("has not heard"),
+        "{}",
+        refusals[1]
+    );
+    assert_eq!(
+        issued_twice(&[&ids[0], &ids[1]]),
+        0,
+        "IDs issued by both workers"
+    );
+
+    // Both set to 7000-7009 while cut off from each other: neither has heard the other claim
+    // them, and neither generates for them until they have.
     set_shards(w1, None);
     set_shards(w2, None);
     for worker in &citus.workers {
@@ -1802,79 +1901,44 @@ fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did(
         alter_system(
             &mut socket_client(worker),
             "snowid.shards",
-            Some("6000-6009"),
+            Some("7000-7009"),
         );
     }
-    let mut apart = [Vec::new(), Vec::new()];
-    wait_until(
-        "both workers, cut off, generate for 6000-6009",
-        Duration::from_secs(30),
-        || {
-            citus
-                .workers
-                .iter()
-                .zip(apart.iter_mut())
-                .all(
-                    |(worker, ids)| match ids_by_socket(worker, 6000, 6009, 2000) {
-                        Ok(more) => {
-                            ids.extend(more);
-                            true
-                        }
-                        Err(_) => false,
-                    },
-                )
-        },
-    );
-    println!(
-        "cut off, both generated for 6000-6009: {} and {} IDs",
-        apart[0].len(),
-        apart[1].len()
-    );
-
-    // Connected again, nothing reloaded: both refuse.
+    let mut ids = [Vec::new(), Vec::new()];
+    let refusals = generate_over_sockets(&citus.workers, (7000, 7009), &mut ids);
+    println!("both set while cut off: {refusals:#?}");
+    for (k, other) in [(0, &name_w2), (1, &name_w1)] {
+        assert!(
+            ids[k].is_empty()
+                && refusals[k].contains(other)
+                && refusals[k].contains("has not heard"),
+            "a worker set while it cannot reach the other generates ({} IDs issued by both): {}",
+            issued_twice(&[&ids[0], &ids[1]]),
+            refusals[k]
+        );
+    }
     for worker in &citus.workers {
         cut_off(worker, false);
     }
-    let connected = Instant::now();
-    let mut after = [Vec::new(), Vec::new()];
-    let deadline = connected + Duration::from_secs(20);
-    let refused_at = loop {
-        let results: Vec<Result<Vec<i64>, String>> = citus
-            .workers
-            .iter()
-            .map(|worker| ids_by_socket(worker, 6000, 6009, 2000))
-            .collect();
-        let both_refuse = results.iter().all(Result::is_err);
-        for (ids, result) in after.iter_mut().zip(results) {
-            ids.extend(result.unwrap_or_default());
-        }
-        if both_refuse {
-            break Instant::now();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "20 s after the workers were connected again, they still generate for 6000-6009 \
-             ({} IDs issued by both since)",
-            issued_twice(&[&after[0], &after[1]])
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    println!(
-        "connected again, both refuse 6000-6009 after {:.2} s",
-        (refused_at - connected).as_secs_f64()
+    wait_until(
+        "the workers, connected again, refuse 7000-7009 for each other's claims",
+        Duration::from_secs(20),
+        || {
+            [w1, w2].iter().zip(ids.iter_mut()).all(|(&port, ids)| {
+                match ids_on(port, 7000, 7009, 2000) {
+                    Ok(more) => {
+                        ids.extend(more);
+                        false
+                    }
+                    Err(why) => !why.contains("has not heard"),
+                }
+            })
+        },
     );
-    for worker in &citus.workers {
-        assert!(ids_by_socket(worker, 6000, 6009, 100).is_err());
-    }
-    let mut later = vec![Vec::new(), Vec::new()];
-    for (worker, ids) in citus.workers.iter().zip(later.iter_mut()) {
-        for shard in 6000..=6009 {
-            ids.extend(ids_by_socket(worker, shard, shard, 1).unwrap_or_default());
-        }
-    }
     assert!(
-        later.iter().all(Vec::is_empty),
-        "generated after refusing: {later:?}"
+        ids.iter().all(Vec::is_empty),
+        "7000-7009 generated ({} IDs issued by both)",
+        issued_twice(&[&ids[0], &ids[1]])
     );
 }
 
