@@ -138,9 +138,10 @@ pub fn answer_0_7_0(asker_group: i32, asker_claim: &str) -> String {
     }
 }
 
-/// Learns the asker's claim: records a node Citus's record here does not have among the told
-/// nodes, and calls for a new check if the claim makes the last one out of date (asking every
-/// node again, for a node of Citus's record here). A told node is recorded afresh at each
+/// Learns the asker's claim: records it among the told nodes (which this node's checks count for
+/// a node Citus's record here does not have, and for one of it that cannot answer them), and
+/// calls for a new check if the claim makes the last one out of date (asking every node again,
+/// for a node of Citus's record here). A told node is recorded afresh at each
 /// question, so that one that stops asking is forgotten (see `super::report::TOLD_FOR`).
 fn note(segment: &Segment, question: &Question, report: Option<&Report>) {
     let name = report.map(|r| r.node.name.as_str());
@@ -148,7 +149,7 @@ fn note(segment: &Segment, question: &Question, report: Option<&Report>) {
         return;
     }
     let asked_here = report.is_some_and(|r| r.asked(&question.from));
-    if !asked_here {
+    {
         let _lock = segment.told().lock();
         let mut told = segment.told_nodes();
         told.record(question, snowid_core::clock::SystemClock.wall_ms());

@@ -263,7 +263,9 @@ fn hear_the_recorded(
 /// Adds the nodes that count without being asked: the coordinator where Citus here does not
 /// record it (at group 0's shards, or at what it told if it asked), the nodes that asked this one
 /// without being in Citus's record here (for [`report::TOLD_FOR`] after they asked), and those
-/// remembered from another database.
+/// remembered from another database; and to a node of Citus's record that could not answer, what
+/// it told in a question since (a node whose question this node answered counts its claim as
+/// heard here, so it is taken at that claim even when it cannot answer this node's questions).
 fn add_the_unasked(
     peers: &mut Vec<Peer>,
     memory: &Memory,
@@ -286,7 +288,17 @@ fn add_the_unasked(
     let now = snowid_core::clock::SystemClock.wall_ms();
     for (question, at) in segment.told_nodes().questions() {
         let current = now - at < report::TOLD_FOR.as_millis() as i64;
-        if !current || question.from == me || recorded.contains(&question.from) {
+        if !current || question.from == me {
+            continue;
+        }
+        if recorded.contains(&question.from) {
+            // A node of Citus's record that could not answer this check: what it told counts
+            // with what it last answered.
+            if let Some(peer) = peers.iter_mut().find(|p| p.name == question.from) {
+                if !matches!(peer.heard, Heard::Answered(_)) {
+                    peer.last = Some(told_with(peer.last.take(), &question));
+                }
+            }
             continue;
         }
         peers.retain(|p| p.name != question.from);
@@ -308,6 +320,23 @@ fn add_the_unasked(
                 heard_ours: None,
             });
         }
+    }
+}
+
+/// A node's last answer, with the claim it told since in a question.
+fn told_with(last: Option<Answer>, question: &Question) -> Answer {
+    match last {
+        Some(answer) => Answer {
+            claims: answer.claims.union(&question.claim),
+            ..answer
+        },
+        None => Answer {
+            group: question.group,
+            by_hand: true,
+            claims: question.claim.clone(),
+            given: -1,
+            issued: None,
+        },
     }
 }
 

@@ -379,13 +379,29 @@ fn within<T>(ms: i32, f: impl FnOnce() -> T) -> T {
     result
 }
 
-/// What a failed command says: Citus's own words for a connection it could not make or lost
-/// (which no node can send as its answer), or the node's error.
+/// The beginnings of what a failed command says when its connection failed, not the node's
+/// answer: Citus's own words for a connection it could not make or lost, and libpq's and the
+/// server's for a connection that broke, or a server shutting down or starting up (which no
+/// snowid or database owner can send in an answer's place).
+const CONNECTION_FAILED: &[&str] = &[
+    "failed to connect to ",
+    "connection lost",
+    "query result unavailable",
+    "server closed the connection unexpectedly",
+    "terminating connection due to",
+    "the database system is shutting down",
+    "the database system is starting up",
+    "could not receive data from server",
+    "could not send data to server",
+    "SSL SYSCALL error",
+    "SSL connection has been closed unexpectedly",
+];
+
+/// What a failed command says: a connection that failed ([`CONNECTION_FAILED`]; the node is
+/// then taken as unreachable), or the node's error (an answer no check takes as agreement).
 fn heard_of_failure(why: &str) -> Heard {
-    let unreachable = why.starts_with("failed to connect to ")
-        || why == "connection lost"
-        || why == "query result unavailable";
-    match unreachable {
+    let why = why.strip_prefix("FATAL:").unwrap_or(why).trim_start();
+    match CONNECTION_FAILED.iter().any(|start| why.starts_with(start)) {
         true => Heard::Unreachable(why.to_string()),
         false => Heard::Failed(why.to_string()),
     }
