@@ -1602,10 +1602,17 @@ fn a_worker_reset_to_group_0_or_reading_another_database_is_refused() {
         "snowid.citus_database",
         Some("nosuch"),
     );
-    let message = describe(&error_of(w, "SELECT snowid_next()"));
+    let mut message = String::new();
+    wait_until(
+        "the worker refuses, naming the database that does not exist",
+        Duration::from_secs(30),
+        || {
+            message = describe(&error_of(w, "SELECT snowid_next()"));
+            message.contains("\"nosuch\"")
+        },
+    );
     assert!(
-        message.contains("snowid has not learnt this node's shards from Citus")
-            && message.contains("\"nosuch\""),
+        message.contains("snowid has not learnt this node's shards from Citus"),
         "{message}"
     );
     alter_system(&mut client_on(w).unwrap(), "snowid.citus_database", None);
