@@ -739,36 +739,18 @@ mod tests {
         let coordinator = &block(0).unwrap();
         // This node's next IDs dated at a millisecond: above the last from the next one on.
         let at = |ms: i64| move |_: usize, id: i64| (id >> 23) < ms;
-        assert_eq!(
+        let refused = |above: &dyn Fn(usize, i64) -> bool| {
             check(
                 coordinator,
                 coordinator,
                 std::slice::from_ref(&joined),
-                at(1000)
+                above,
             )
-            .refused(),
-            set("2-5")
-        );
-        assert_eq!(
-            check(
-                coordinator,
-                coordinator,
-                std::slice::from_ref(&joined),
-                at(999)
-            )
-            .refused(),
-            set("2-5")
-        );
-        assert_eq!(
-            check(
-                coordinator,
-                coordinator,
-                std::slice::from_ref(&joined),
-                at(1001)
-            )
-            .refused(),
-            set("")
-        );
+            .refused()
+        };
+        assert_eq!(refused(&at(1000)), set("2-5"));
+        assert_eq!(refused(&at(999)), set("2-5"));
+        assert_eq!(refused(&at(1001)), set(""));
         // Above it on some shards only (resumed there, say).
         let some = |shard: usize, _: i64| shard > 3;
         assert_eq!(
