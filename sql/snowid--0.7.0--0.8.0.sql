@@ -46,3 +46,28 @@ CREATE OR REPLACE FUNCTION @extschema@.snowid_resume_above(
 VOLATILE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowid_resume_above_wrapper';
+
+-- Citus: the check on Citus (issues 51 items 8 and 9, 55). A node asks another through the
+-- setting snowid.citus_claim, which only snowid defines, instead of calling snowid_citus_claim by
+-- name in a schema a database owner can create in: the function goes (the library still answers
+-- a node on 0.7.0 that calls it in a database not yet updated). snowid_citus_nodes() says the
+-- group each node takes itself to be in, and the IDs it issued outside its claim.
+DROP FUNCTION @extschema@.snowid_citus_claim(pg_catalog.int4, pg_catalog.text);
+
+DROP FUNCTION @extschema@.snowid_citus_nodes();
+CREATE FUNCTION @extschema@.snowid_citus_nodes() RETURNS TABLE (
+	node pg_catalog.text,
+	citus_group pg_catalog.int4,
+	this_node pg_catalog.bool,
+	by_hand pg_catalog.bool,
+	claims pg_catalog.text,
+	generates pg_catalog.text,
+	shared pg_catalog.text,
+	unanswered pg_catalog.text,
+	own_group pg_catalog.int4,
+	issued_outside pg_catalog.text
+)
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_citus_nodes_wrapper';
+COMMENT ON FUNCTION @extschema@.snowid_citus_nodes() IS
+    'On Citus: every node of the cluster as this node''s last check of its shards found it (waiting for a check that is due): the shards each claims, the group each takes itself to be in, the shards this node generates for, and those of its claim another node claims too, which neither generates for.';

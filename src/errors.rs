@@ -7,7 +7,7 @@
 //! | 22003 | a shard or sequence number outside its field, or a negative ID (or masked ID) |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from; a null in an operator function's array argument |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
-//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID, another Citus node's claim) |
+//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
 //! | 22P02 | a text that is not a masked ID's text form |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
@@ -17,7 +17,7 @@
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or with no shards (or before its shards are learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); converting a column with another default, with values at or above the first ID, or below which a table cannot be read (a foreign table, another session's temporary table); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or issued IDs for, with no shards or every shard released (or while its shards cannot be learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); converting a column with another default, with values at or above the first ID, or below which a table cannot be read (a foreign table, another session's temporary table); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
 //! | 55P03 | snowid's cluster-wide lock held past its bound by another release, take-back, fence lift, install's commit or `CREATE DATABASE` |
 //! | 0A000 | preparing a transaction that installed or updated snowid |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
@@ -123,21 +123,67 @@ pub fn no_shard_owned(shards_text: &str) -> ! {
     )
 }
 
-/// A Citus node, as the errors of the check on Citus name it (see `crate::server::citus`).
+/// A Citus node, as the errors of the check on Citus name it (see `crate::server::citus`,
+/// whose report carries one for each node).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CitusNode {
     /// `host:port`, or a description where Citus does not record it.
     pub name: String,
-    pub group: i32,
-    /// Whether `snowid.shards` sets its shards; `None` where it did not answer.
+    /// Its group in Citus's record of the nodes here; `None` for a node not in it.
+    pub group: Option<i32>,
+    /// The group it takes itself to be in, where it said.
+    pub own_group: Option<i32>,
+    /// Whether `snowid.shards` sets its shards; `None` where it did not say.
     pub by_hand: Option<bool>,
     /// The shards it claims.
     pub claim: String,
+    /// Why it did not answer, or how it is known without an answer.
+    pub unanswered: Option<String>,
+    /// Shards it issued IDs for outside its claim since it started, and the highest such ID.
+    pub issued: Option<(String, i64)>,
 }
 
 impl CitusNode {
-    /// Such as `127.0.0.1:9701 (Citus group 1)`.
+    /// Such as `127.0.0.1:9701 (Citus group 1)`, or with the group it takes itself to be in
+    /// where that differs.
     fn named(&self) -> String {
-        format!("{} (Citus group {})", self.name, self.group)
+        let group = match (self.group, self.own_group) {
+            (Some(g), Some(own)) if g != own => {
+                format!("Citus group {g} here, but it takes itself to be in group {own}")
+            }
+            (Some(g), _) => format!("Citus group {g}"),
+            (None, Some(own)) => {
+                format!(
+                    "not in Citus's record of the nodes here; it takes itself to be in group {own}"
+                )
+            }
+            (None, None) => "not in Citus's record of the nodes here".into(),
+        };
+        format!("{} ({group})", self.name)
+    }
+
+    /// " (`name`)", or nothing where it has no name.
+    fn parenthesized(&self) -> String {
+        match self.name.as_str() {
+            "this node" => String::new(),
+            name => format!(" ({name})"),
+        }
+    }
+
+    /// "this one", or "this one (`name`)" where it has a name.
+    fn this_one(&self) -> String {
+        match self.name.as_str() {
+            "this node" => "this one".into(),
+            name => format!("this one ({name})"),
+        }
+    }
+
+    /// "This node, `name` (group)", or "This node (group)" where it has no name.
+    fn this_node(&self) -> String {
+        match self.name.as_str() {
+            "this node" => format!("This node{}", &self.named()["this node".len()..]),
+            _ => format!("This node, {}", self.named()),
+        }
     }
 
     /// What it claims, and why.
@@ -146,12 +192,19 @@ impl CitusNode {
             "" => "no shards".to_string(),
             claim => format!("shards {claim}"),
         };
-        match self.by_hand {
-            Some(true) => format!("{shards}, set by snowid.shards"),
-            Some(false) => format!("{shards}, its group's own"),
-            None => format!(
-                "{shards}, its group's own (it did not answer, so it is taken to claim them)"
-            ),
+        let why = match (&self.unanswered, self.by_hand) {
+            (Some(why), _) if self.claim == "0-8191" => {
+                format!("every shard, since {why}, which is never taken as agreement")
+            }
+            (Some(why), _) => format!("{shards} ({why})"),
+            (None, Some(true)) => format!("{shards}, set by snowid.shards"),
+            (None, _) => format!("{shards}, its group's own"),
+        };
+        match &self.issued {
+            Some((issued, last)) => {
+                format!("{why}, and issued IDs up to {last} for shards {issued} outside its claim")
+            }
+            None => why,
         }
     }
 }
@@ -160,12 +213,13 @@ impl CitusNode {
 fn citus_overlap_hint(free: &str) -> String {
     let free = match free {
         "" => String::new(),
-        free => format!(" (no node claims {free} now)"),
+        free => format!(" (no Citus group has been given {free})"),
     };
     format!(
         "Give each node shards no other node claims: on the node whose snowid.shards is set, \
          reset it to take its group's own shards, or set shards no other node claims{free}, and \
-         reload."
+         reload. A node that takes itself to be in another group than Citus's record here gives \
+         it needs its metadata synced again (start_metadata_sync_to_node on the coordinator)."
     )
 }
 
@@ -180,18 +234,56 @@ pub fn citus_shard_shared(
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
-            "snowid shard {shard} is claimed by two Citus nodes, this one ({}) and {}",
-            this.name, other.name
+            "snowid shard {shard} is claimed by two Citus nodes, {} and {}",
+            this.this_one(),
+            other.name
         ),
         Some(format!(
-            "This node, {}, claims {}; {} claims {}. Neither generates for the shards both \
-             claim, {shared}, so that no ID is issued twice.",
-            this.named(),
+            "{} claims {}; {} claims {}. Neither generates for the shards both claim, {shared}, \
+             so that no ID is issued twice.",
+            this.this_node(),
             this.claims(),
             other.named(),
             other.claims()
         )),
         Some(citus_overlap_hint(free)),
+    )
+}
+
+/// A shard of this node's claim that another node issued IDs for outside its own claim (before
+/// it joined the cluster), up to `last_id`, dated at or after this node's clock now.
+#[track_caller]
+pub fn citus_shard_issued_elsewhere(
+    shard: i32,
+    this: &CitusNode,
+    other: &CitusNode,
+    last_id: i64,
+) -> ! {
+    let issued = other
+        .issued
+        .as_ref()
+        .map_or("", |(shards, _)| shards.as_str());
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid shard {shard} was used by {} outside its claim, up to IDs this node could \
+             issue again",
+            other.name
+        ),
+        Some(format!(
+            "{} issued IDs for shards {issued} since it started (before it took its shards from \
+             its Citus group: it generated on its own before it joined the cluster, say), up to \
+             ID {last_id}, which is dated at or after this node's clock now. {} claims {}, and \
+             refuses those shards until its IDs for them are above that one.",
+            other.named(),
+            this.this_node(),
+            this.claims()
+        )),
+        Some(format!(
+            "Resume this node above that node's IDs now: SELECT snowid_resume_above({last_id}); \
+             and keep the rows that node keyed before it joined out of the cluster's tables, or \
+             give them new keys: they can carry IDs this node issued too."
+        )),
     )
 }
 
@@ -201,8 +293,8 @@ pub fn citus_shard_not_this_nodes(shard: i32, this: &CitusNode) -> ! {
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("snowid shard {shard} is not owned by this server"),
         Some(format!(
-            "On Citus, this node, {}, claims {}.",
-            this.named(),
+            "On Citus: {} claims {}.",
+            this.this_node(),
             this.claims()
         )),
         Some(
@@ -213,116 +305,209 @@ pub fn citus_shard_not_this_nodes(shard: i32, this: &CitusNode) -> ! {
     )
 }
 
-/// `snowid_next()` on a Citus node left with no shard: every shard it claims is claimed by
-/// another node too (`sharers`, each with the shards it shares), or it claims none (its group
-/// is past the capacity).
+/// What the hint of a node with no shards of its own can offer: blocks no Citus group has been
+/// given (`free`), or else blocks of groups given to nodes since removed (`removed`, free only
+/// once those nodes are stopped for good, and after a resume above their IDs).
+pub struct CitusSpare {
+    pub free: String,
+    pub removed: String,
+    pub removed_range: Option<(usize, usize)>,
+}
+
+/// `snowid_next()` on a Citus node whose group is past the capacity: it claims no shard.
 #[track_caller]
-pub fn citus_no_shard(
-    this: &CitusNode,
-    sharers: &[(CitusNode, String)],
-    capacity: (usize, usize),
-    free: &str,
-) -> ! {
+pub fn citus_past_capacity(this: &CitusNode, capacity: (usize, usize), spare: &CitusSpare) -> ! {
     let (groups, per_group) = capacity;
-    if sharers.is_empty() {
-        let free = match free {
-            "" => String::new(),
-            free => format!(", such as {free} (no node claims them now)"),
-        };
-        raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "this Citus node has no snowid shards: its group, {}, is past the {groups} groups \
-                 that get shards of their own",
-                this.group
-            ),
-            Some(format!(
-                "snowid gives each Citus group {per_group} shards of its own, groups 0 to {}, and \
-                 Citus never gives a group number twice: a cluster that added and removed many \
-                 nodes can run past them. This node is {}.",
-                groups - 1,
-                this.name
-            )),
-            Some(format!(
-                "Set snowid.shards on this node to shards no other node claims{free}, and reload."
-            )),
-        )
-    }
-    let others: Vec<String> = sharers
-        .iter()
-        .map(|(node, shared)| {
-            format!(
-                "{} claims {} (shared: {shared})",
-                node.named(),
-                node.claims()
-            )
-        })
-        .collect();
+    let hint = match (spare.free.as_str(), spare.removed_range) {
+        ("", Some((first, last))) => format!(
+            "Every group's shards have been given out, to the nodes of the cluster or to nodes \
+             removed since, which may still run. A removed node's shards can be given to this \
+             one once that node is stopped for good: resume this node above their highest ID \
+             first (SELECT snowid_resume_above(max(id)) FROM <each table keyed by snowid> WHERE \
+             snowid_shard(id) BETWEEN {first} AND {last}; then SELECT \
+             snowid_resume_above(<that ID>) here), then set snowid.shards = '{first}-{last}' on \
+             this node and reload. Removed groups' shards: {}.",
+            spare.removed
+        ),
+        ("", None) => "Every shard is claimed by a node of the cluster: give this node shards \
+                       another node gives up (snowid_release on that node, then snowid.shards \
+                       here)."
+            .into(),
+        (free, _) => format!(
+            "Set snowid.shards on this node to shards no Citus group has been given, such as \
+             {free} (no node claims them), and reload."
+        ),
+    };
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
-            "this Citus node ({}) has no snowid shard to generate for: {} claims its shards too",
-            this.name,
-            sharers
-                .iter()
-                .map(|(node, _)| node.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" and ")
+            "this Citus node has no snowid shards: its group, {}, is past the {groups} groups \
+             that get shards of their own",
+            this.own_group.or(this.group).unwrap_or(-1)
         ),
         Some(format!(
-            "This node, {}, claims {}; {}. Neither generates for the shards both claim, so that \
-             no ID is issued twice.",
-            this.named(),
+            "snowid gives each Citus group {per_group} shards of its own, groups 0 to {}, and \
+             Citus never gives a group number twice: a cluster that added and removed many \
+             nodes can run past them. This node is {}.",
+            groups - 1,
+            this.name
+        )),
+        Some(hint),
+    )
+}
+
+/// `snowid_next()` on a Citus node every shard of whose claim another node claims too
+/// (`sharers`, each with the shards it shares).
+#[track_caller]
+pub fn citus_no_shard(this: &CitusNode, sharers: &[CitusSharer], free: &str) -> ! {
+    let others: Vec<String> = sharers
+        .iter()
+        .map(|sharer| {
+            let unheard = match sharer.unheard.as_str() {
+                "" => String::new(),
+                unheard => format!(", and it has not heard this node claim {unheard}"),
+            };
+            format!(
+                "{} claims {} (shared: {}){unheard}",
+                sharer.node.named(),
+                sharer.node.claims(),
+                sharer.shared
+            )
+        })
+        .collect();
+    let names = sharers
+        .iter()
+        .map(|sharer| sharer.node.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let only_unheard = sharers.iter().all(|sharer| sharer.shared == sharer.unheard);
+    let why = match only_unheard {
+        true => format!("{names} has not heard it claim its shards"),
+        false => format!("{names} claims its shards too"),
+    };
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "this Citus node{} has no snowid shard to generate for: {why}",
+            this.parenthesized(),
+        ),
+        Some(format!(
+            "{} claims {}; {}. Neither generates for the shards both claim, so that no ID is \
+             issued twice; shards set by hand beyond this node's group's own wait until every node \
+             this node asks has heard it claim them.",
+            this.this_node(),
             this.claims(),
             others.join("; ")
         )),
-        Some(citus_overlap_hint(free)),
+        Some(match only_unheard {
+            true => citus_unheard_hint(),
+            false => citus_overlap_hint(free),
+        }),
     )
 }
 
+/// Another node that keeps this node from some of its shards: those it `shared` (claims too,
+/// issued IDs for, or has not heard this node claim), and of them those it has not heard.
+pub struct CitusSharer {
+    pub node: CitusNode,
+    pub shared: String,
+    pub unheard: String,
+}
+
+/// The hint of a refusal for shards set by hand that a node has not heard this node claim.
+fn citus_unheard_hint() -> String {
+    "Connect the nodes again: this node asks them every 2 seconds, and generates for those shards \
+     once every node has answered. Or set shards within this node's group's own, which need no \
+     answer."
+        .into()
+}
+
+/// A shard set by hand beyond this node's group's own that `other`, which this node asks, has not
+/// heard it claim (it could not be asked).
 #[track_caller]
-pub fn invalid_shard_set(text: &str, reason: &str) -> ! {
+pub fn citus_shard_unheard(shard: i32, this: &CitusNode, other: &CitusNode) -> ! {
     raise(
-        ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("\"{text}\" is not a set of snowid shards"),
-        Some(detail_line(reason)),
-        None,
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid shard {shard} is set by hand on this Citus node, and {} has not heard it \
+             claimed",
+            other.name
+        ),
+        Some(format!(
+            "{} claims {}. A shard set by hand beyond a node's group's own is generated for only \
+             once every node that node asks has heard it claimed, so that two nodes set to the \
+             same shards while they cannot reach each other never both generate for them; {} \
+             claims {}.",
+            this.this_node(),
+            this.claims(),
+            other.named(),
+            other.claims()
+        )),
+        Some(citus_unheard_hint()),
     )
 }
 
+/// `snowid_next()` on a Citus node that released every shard of its claim.
 #[track_caller]
-pub fn citus_not_in_this_database(database: &str) -> ! {
+pub fn citus_all_released(this: &CitusNode) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "this Citus node{} has no snowid shard to generate for: every shard of its claim is \
+             released",
+            this.parenthesized()
+        ),
+        Some(format!(
+            "{} claims {}, and snowid_release() released each of them here.",
+            this.this_node(),
+            this.claims()
+        )),
+        Some(
+            "Take a shard back with snowid_take_back(shard, <the last ID its other owner \
+             issued>) once no other server generates for it, or give this node other shards \
+             with snowid.shards."
+                .into(),
+        ),
+    )
+}
+
+/// A Citus node whose check of its shards could not be made.
+#[track_caller]
+pub fn citus_check_failed(database: &str, why: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowid has not learnt this node's shards from Citus".into(),
         Some(format!(
-            "Citus is preloaded, so snowid takes this node's shards from Citus's metadata, in the \
-             database where the citus extension is created, once after the server starts and \
-             after every change of that metadata or of snowid.shards; database \"{database}\" \
-             has no citus extension."
+            "Citus is preloaded, so snowid takes this node's shards from Citus's metadata in \
+             database \"{database}\" (snowid.citus_database), and checks them against the \
+             other nodes'; the last check could not be made: {}",
+            detail_line(why)
         )),
         Some(
-            "Generate first in the database where the citus extension is (the shards learnt \
-             there serve every database), or remove citus from shared_preload_libraries where \
-             Citus is not used."
+            "Set snowid.citus_database to the database where the citus extension is, and \
+             reload; or remove citus from shared_preload_libraries where Citus is not used. \
+             The check is made again every few seconds."
                 .into(),
         ),
     )
 }
 
+/// A Citus node whose checker is not running.
 #[track_caller]
-pub fn citus_check_in_parallel() -> ! {
+pub fn citus_checker_not_running(database: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowid cannot check this node's shards against the other Citus nodes in a parallel worker"
-            .into(),
+        "snowid has not learnt this node's shards from Citus".into(),
+        Some(format!(
+            "snowid's Citus check, a background worker connected to database \"{database}\" \
+             (snowid.citus_database), is not running."
+        )),
         Some(
-            "The check is due (the server started, or Citus's record of the nodes, this node's \
-             group or snowid.shards changed), and it asks the other nodes, which a parallel \
-             worker cannot."
+            "The server log says why (a database that does not exist, or no background worker \
+             slot free: max_worker_processes). Set snowid.citus_database to the database where \
+             the citus extension is, and reload."
                 .into(),
         ),
-        Some("Call snowid_next() once outside a parallel query, then run the query again.".into()),
     )
 }
 

@@ -49,7 +49,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         settings::init();
         shared_memory::init();
-        citus::init();
+        citus::init(sql::citus::OWN_IDS);
         wal_records::register();
         counters::register();
         utility_hook::install();

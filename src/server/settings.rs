@@ -10,6 +10,8 @@
 //!   parsed set as a bitmap that its assign hook replaces on reload.
 //! - `snowid.promotion_margin` (reload): after a promotion (or a point-in-time restore), how far
 //!   past the wall clock plus `snowid.max_lead` the time base starts; -1 turns it off.
+//! - `snowid.citus_database` (reload): where Citus is preloaded, the database whose Citus
+//!   metadata gives this server its group (see [`super::citus`]).
 //! - `snowid.mask_key` (reload): the key of the public IDs' mask. Only superusers (and members of
 //!   `pg_read_all_settings`) can read it, and it is left out of `SHOW ALL` and `pg_settings`; no
 //!   error or log line repeats it (see [`super::mask_key`]).
@@ -41,13 +43,15 @@ const MAX_LEAD_NAME: &CStr = c"snowid.max_lead";
 const SHARDS_NAME: &CStr = c"snowid.shards";
 const PROMOTION_MARGIN_NAME: &CStr = c"snowid.promotion_margin";
 pub const MASK_KEY_NAME: &CStr = c"snowid.mask_key";
+const CITUS_DATABASE_NAME: &CStr = c"snowid.citus_database";
 /// Every setting snowid defines, for spotting misspelt ones.
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 6] = [
     "snowid.epoch",
     "snowid.max_lead",
     "snowid.shards",
     "snowid.promotion_margin",
     "snowid.mask_key",
+    "snowid.citus_database",
 ];
 
 const MAX_LEAD_DEFAULT_MS: i32 = 1000;
@@ -65,6 +69,8 @@ static SHARDS: GucSetting<Option<CString>> =
 static PROMOTION_MARGIN_MS: GucSetting<i32> = GucSetting::<i32>::new(PROMOTION_MARGIN_DEFAULT_MS);
 /// Empty (or null) while no key is set.
 static MASK_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static CITUS_DATABASE: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// This process's copy of `snowid.shards`.
 static OWNED: LiveShardSet = LiveShardSet::all();
@@ -213,6 +219,16 @@ pub fn init() {
             None,
         );
     }
+    GucRegistry::define_string_guc(
+        CITUS_DATABASE_NAME,
+        c"Where Citus is preloaded, the database whose Citus metadata gives this server its shards.",
+        c"snowid takes a Citus node's shards from its Citus group, which each database with the \
+          citus extension records apart: this names the one that counts, for every database of \
+          the server. A node asked by another node in any other database refuses to answer.",
+        &CITUS_DATABASE,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     // SAFETY: a plain call during preload, with a static string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"snowid".as_ptr()) };
 }
@@ -396,6 +412,14 @@ pub fn owned_count(within: &ShardSet) -> usize {
 /// `snowid.shards` as this process has it.
 pub fn configured_shards() -> ShardSet {
     OWNED.snapshot()
+}
+
+/// `snowid.citus_database` as this process has it.
+pub fn citus_database() -> String {
+    CITUS_DATABASE
+        .get()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// `snowid.shards` in canonical form, such as `0-1023,4096`.

@@ -173,9 +173,8 @@ pub fn wake_claim_waiters() {
     }
 }
 
-/// This process's number as holder of the writer's claim (and of the checker's role on Citus): its
-/// PID, registering (once) the callback that gives them back if the process exits without
-/// unwinding.
+/// This process's number as holder of the writer's claim: its PID, registering (once) the
+/// callback that gives it back if the process exits without unwinding.
 pub fn claimer() -> u32 {
     static REGISTERED: AtomicBool = AtomicBool::new(false);
     if !REGISTERED.swap(true, Relaxed) {
@@ -193,8 +192,5 @@ unsafe extern "C-unwind" fn give_back_claim(_code: i32, _arg: pg_sys::Datum) {
     if let Some(shared) = state() {
         shared.release_claim_of(me);
         wake_claim_waiters();
-    }
-    if let Some(citus) = citus_segment::segment() {
-        citus.give_back_of(me);
     }
 }

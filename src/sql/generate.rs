@@ -20,6 +20,7 @@ use snowid_core::clock::SystemClock;
 use snowid_core::generator::{FastIssue, Refused};
 use snowid_core::host::Clock;
 use snowid_core::layout::{self, Shard};
+use snowid_core::shard_set::ShardSet;
 
 extension_sql!(
     r#"
@@ -207,7 +208,7 @@ pub fn next_id(shard: i64) -> i64 {
         errors::shard_not_owned(shard.get(), &settings::shards_text());
     }
     citus::ensure_checked();
-    if !citus::allows(shard) {
+    if !citus::allows(shard) && !(citus::ask_again() && citus::allows(shard)) {
         citus::refuse_shard(shard);
     }
     match generator(state).next_id(shard) {
@@ -222,11 +223,14 @@ pub fn next_id(shard: i64) -> i64 {
 /// The next ID on this backend's own shard; if that one was released, on the next owned one.
 fn next_own_id() -> i64 {
     let state = generating_state("snowid_next()");
-    let within = citus::generating();
     let backend = settings::backend_number();
-    let Some(mut shard) = settings::own_shard(backend, &within) else {
-        no_shard()
-    };
+    let mut within = citus::generating();
+    let mut own = settings::own_shard(backend, &within);
+    if own.is_none() && citus::ask_again() {
+        within = citus::generating();
+        own = settings::own_shard(backend, &within);
+    }
+    let Some(mut shard) = own else { no_shard() };
     let mut skipped = 0;
     loop {
         match generator(state).next_id(shard) {
@@ -251,7 +255,15 @@ fn next_own_id() -> i64 {
 /// The error for `snowid_next()` with no shard to use: on Citus, the check's reason where it has
 /// one.
 fn no_shard() -> ! {
-    citus::refuse_all();
+    if let Some(state) = shared_memory::state() {
+        let mut released = ShardSet::empty();
+        for (n, cell) in state.shards().iter().enumerate() {
+            if cell.last().1 {
+                released.insert(n);
+            }
+        }
+        citus::refuse_all(&released);
+    }
     errors::no_shard_owned(&settings::shards_text())
 }
 

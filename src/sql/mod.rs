@@ -11,8 +11,8 @@
 //! - [`resume`]: `snowid_resume_above` and the cluster-wide resume, `snowid_resume_above_columns`,
 //!   for superusers;
 //! - [`info`]: `snowid_info()` and `snowid_stats()`;
-//! - [`citus`]: `snowid_citus_nodes()`, and `snowid_citus_claim`, which one Citus node asks
-//!   another;
+//! - [`citus`]: `snowid_citus_nodes()`, and the IDs this server issued outside its Citus claim,
+//!   which the check reads;
 //! - [`install`]: what `CREATE EXTENSION` and `ALTER EXTENSION ... UPDATE` do beyond creating
 //!   functions: create the durable state, and have the database's record of the released shards
 //!   written at commit;

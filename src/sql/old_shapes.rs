@@ -11,6 +11,8 @@
 //!   `skip_databases`); 0.6.0's `snowid_resume_above(id)` is the current function's symbol, which
 //!   takes one argument or two;
 //! - 0.7.0's `snowid_resume_above(id, skip_databases)`, whose symbol was `resume_above_skipping`.
+//! - 0.7.0's `snowid_citus_claim(asker_group, asker_claim)`, the question of a Citus node that
+//!   still runs 0.7.0 (0.8.0's nodes ask through the setting `snowid.citus_claim` instead).
 
 use super::decode::timestamptz;
 use super::info::{generating, high_water_mark, interval_ms};
@@ -23,6 +25,12 @@ use pgrx::prelude::*;
 use snowid_core::host::Clock;
 use snowid_core::layout::{self, stamp_ms, IDS_PER_MS, MAX_SEQ, SEQ_BITS, SHARD_BITS, TIME_BITS};
 use snowid_core::shard_set::ShardSet;
+
+/// 0.7.0's `snowid_citus_claim`: see `crate::server::citus::answer::answer_0_7_0`.
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
+fn snowid_citus_claim(asker_group: i32, asker_claim: &str) -> String {
+    crate::server::citus::answer::answer_0_7_0(asker_group, asker_claim)
+}
 
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe, sql = false)]

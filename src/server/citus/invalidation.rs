@@ -2,13 +2,15 @@
 //!
 //! Citus's triggers on `pg_dist_node` and `pg_dist_local_group` invalidate those tables'
 //! relcache entries when their rows change (a node added, removed or updated, the coordinator
-//! set, this node's group given by the coordinator as it adds it). The backend making the change
-//! processes that invalidation itself when its command ends, before it commits, and every other
-//! backend of the database before its next transaction and before it opens the next table it
-//! had not locked; the callback registered here then calls for a new check, which empties the
-//! set the hot path reads until it is done. So a check is due from before the change commits,
-//! and the check waits for the change to commit before it reads (see `super::metadata::read`). The callback is registered in the postmaster, so every process inherits it; it
-//! touches only atomics in shared memory, as a callback that runs while invalidations are
+//! set, this node's group given by the coordinator as it adds it, or reset to 0 by
+//! `stop_metadata_sync_to_node`). The backend making the change processes that invalidation
+//! itself when its command ends, before it commits, and every other backend of the database
+//! before its next transaction and before it opens the next table it had not locked; the
+//! callback registered here then calls for a new check, which empties the set the hot path reads
+//! until it is done, and wakes the checker. So a check is due from before the change commits, and
+//! the check waits for the change to commit before it reads (see `super::metadata::read`). The
+//! callback is registered in the postmaster, so every process inherits it; it touches only
+//! atomics in shared memory and a latch, as a callback that runs while invalidations are
 //! processed must.
 
 use super::segment::segment;
@@ -32,7 +34,7 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys:
     let Some(segment) = segment() else {
         return;
     };
-    let (watched, _) = segment.watched();
+    let watched = segment.watched();
     // SAFETY: a plain read of this backend's database.
     let database = unsafe { pg_sys::MyDatabaseId };
     if database != watched.database || watched.database == pg_sys::InvalidOid {
@@ -42,6 +44,6 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys:
         || relid == watched.local_group_table
         || relid == watched.node_table
     {
-        segment.want_check(false);
+        segment.want_check();
     }
 }

@@ -4,50 +4,88 @@
 //! Where Citus is preloaded beside snowid, each node generates only for the shards its last
 //! *check* found it may: its claim (its group's block of 32 shards while `snowid.shards` is at
 //! its default, or the set `snowid.shards` names; see `snowid_core::citus`) less every shard
-//! another node of the cluster claims too. The check (see [`check`]) reads Citus's metadata in
-//! the database where the citus extension is, and asks every other primary node for its claim
-//! over Citus's own connections. It runs off the hot path, once for the whole server (see
-//! [`segment`] for who runs it and how the others wait), before the first ID after:
-//! - the server starts;
-//! - Citus's record of the nodes or this node's group changes in that database (a node added or
-//!   removed, the coordinator set, a node's address updated after a failover: Citus's triggers
-//!   on `pg_dist_node` and `pg_dist_local_group` invalidate those tables' relcache entries, which
-//!   [`invalidation`] watches in every backend);
-//! - `snowid.shards` changes here (a process whose set no longer matches the last check's calls
-//!   for a new one from its next slow path, which it takes at once where the new set holds a
-//!   shard the last check did not allow, and at least every 10 ms otherwise);
-//! - another node's claim changes so that it no longer matches this node's last check (that
-//!   node tells this one when it checks, see [`check::answer`]).
+//! another node of the cluster may generate for too. One background worker per server, the
+//! [`checker`], makes every check, in the one database `snowid.citus_database` names: it reads
+//! Citus's metadata there and asks every other primary node for its claim over Citus's own
+//! connections (see [`check`]); other nodes ask this one the same way (see [`answer`]). A check
+//! is made off the hot path:
+//! - before the first ID after the server starts;
+//! - before the next ID after Citus's record of the nodes or this node's group changes in that
+//!   database (a node added or removed, the coordinator set, a node's address updated after a
+//!   failover, metadata sync stopped or started: Citus's triggers on `pg_dist_node` and
+//!   `pg_dist_local_group` invalidate those tables' relcache entries, which [`invalidation`]
+//!   watches in every backend);
+//! - before the next ID after a reload that changes `snowid.shards`, which the checker sees as
+//!   it happens;
+//! - before the next ID after another node tells of a claim this node's last check does not
+//!   match (see [`answer`]);
+//! - while generation goes on, when a backend is about to refuse a shard and the last check is
+//!   more than a second old, and every few seconds while some node could not be heard from or
+//!   some shard is refused (see [`checker`]), until they are heard and the overlap is gone.
 //!
 //! A check that is due empties the shard set the hot path reads, so every call waits for it in
 //! the slow path; nothing on the hot path ever reads Citus's metadata or the network. The hot
 //! path reads one flag without Citus, and the shared set's word for the shard with it.
 
-pub mod check;
+pub mod answer;
+mod check;
+mod checker;
 mod invalidation;
-pub mod metadata;
+mod message;
+mod metadata;
+mod report;
 pub mod segment;
 
-use crate::errors::{self, CitusNode};
-use crate::server::{settings, shared_memory};
-use check::Report;
+use crate::errors::{self, CitusNode, CitusSharer, CitusSpare};
+use crate::server::settings;
+pub use check::OwnIds;
 use pgrx::pg_sys;
+pub use report::Report;
 use snowid_core::citus::{self as groups, GROUPS, SHARDS_PER_GROUP};
+use snowid_core::host::Clock;
 use snowid_core::layout::Shard;
 use snowid_core::shard_set::ShardSet;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Set in the postmaster when Citus is preloaded beside snowid; inherited by every process.
 static CITUS: AtomicBool = AtomicBool::new(false);
 
-/// Sets up the check where Citus is preloaded. Call only from `_PG_init` during
-/// `shared_preload_libraries` processing, after the settings are defined.
-pub fn init() {
+/// How the check reads this server's own IDs (set at start; see [`init`]).
+static OWN_IDS: OnceLock<OwnIds> = OnceLock::new();
+
+/// How old the last check may be before a refusal asks every node again.
+const ASK_AGAIN_AFTER_MS: i64 = 1000;
+
+/// How long a backend waits for a checker that could not connect to its database to connect.
+const CONNECT_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a backend whose `snowid.shards` differs from the last check's waits for the checker
+/// to check its own, before it refuses.
+const RELOAD_WAIT: Duration = Duration::from_secs(1);
+
+/// Defines the answer's setting, and where Citus is preloaded, registers the checker and the
+/// invalidation callback. Call only from `_PG_init` during `shared_preload_libraries`
+/// processing, after the settings are defined. `own` reads this server's own IDs (the
+/// generator's shards are not this module's to read).
+pub fn init(own: OwnIds) {
+    answer::define();
+    let _ = OWN_IDS.set(own);
     if !citus_preloaded() {
         return;
     }
     CITUS.store(true, Relaxed);
     invalidation::register();
+    checker::register();
+}
+
+/// How the check reads this server's own IDs; before [`init`], as if it had issued none.
+fn own_ids() -> OwnIds {
+    OWN_IDS.get().copied().unwrap_or(OwnIds {
+        outside: |_| None,
+        above: |_, _| true,
+    })
 }
 
 /// Whether `shared_preload_libraries` names Citus (which must come before snowid, and refuses to
@@ -88,28 +126,36 @@ pub fn allows(shard: Shard) -> bool {
     !CITUS.load(Relaxed) || segment::segment().is_some_and(|s| s.allows(shard))
 }
 
-/// Runs the check if one is due, or waits for the process running it. A check is due too if
-/// `snowid.shards`, as this process has it, differs from the last check's.
+/// Waits for a due check (the checker makes it). A cancel or `statement_timeout` ends the wait,
+/// and so does a checker that is not running.
 pub fn ensure_checked() {
-    let Some(segment) = segment() else {
-        return;
-    };
-    let configured = settings::configured_shards();
-    if segment.watched().1 != check::fingerprint_of(&configured) && !segment.check_due() {
-        segment.want_check(false);
+    if let Some(segment) = segment() {
+        wait_for(segment, None, || !segment.check_due());
     }
-    // A parallel worker cannot ask other nodes (a leader in parallel mode, as Citus runs the
-    // queries whose rows an INSERT ... SELECT repartitions, can): it checks only where their
-    // last answers still stand.
-    // SAFETY: a plain read of this process's number among a parallel query's workers.
-    let may_ask = unsafe { pg_sys::ParallelWorkerNumber } < 0;
-    while segment.check_due() {
-        match segment.become_checker(shared_memory::claimer()) {
-            Some(_checker) => check::run(segment, &configured, may_ask),
-            None => segment.wait_for_check(),
+}
+
+/// Waits until `done`, or `limit` has passed (returning false), while the checker runs.
+fn wait_for(
+    segment: &segment::Segment,
+    limit: Option<Duration>,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    let began = Instant::now();
+    while !done() {
+        if limit.is_some_and(|limit| began.elapsed() >= limit) {
+            return false;
         }
+        let now = snowid_core::clock::SystemClock.wall_ms();
+        let absent = segment.checker_pid() == 0;
+        if absent && began.elapsed() > checker::RESTART * 4
+            || segment.checker_could_not_connect(now, CONNECT_WAIT.as_millis() as i64)
+        {
+            errors::citus_checker_not_running(&settings::citus_database());
+        }
+        segment.wait_for_check();
         pgrx::check_for_interrupts!();
     }
+    true
 }
 
 /// The shards this node may generate for, after any due check; every shard without Citus.
@@ -123,27 +169,74 @@ pub fn generating() -> ShardSet {
     }
 }
 
+/// Before a refusal: if the last check used another `snowid.shards` than this process has (a
+/// reload the checker has not made yet, or one this process has not), waits a little for the
+/// checker to check this one; else, if the last check failed (the citus extension not created
+/// yet, say), or is more than a second old, asks every node again and waits for the answer.
+/// Returns whether a newer check is in force.
+pub fn ask_again() -> bool {
+    let Some(segment) = segment() else {
+        return false;
+    };
+    let Some(last) = segment.report() else {
+        return false;
+    };
+    let mine = report::fingerprint_of(&settings::configured_shards());
+    if last.fingerprint != mine && last.failure.is_none() {
+        return wait_for(segment, Some(RELOAD_WAIT), || {
+            !segment.check_due() && segment.report().is_some_and(|r| r.fingerprint == mine)
+        });
+    }
+    let age = snowid_core::clock::SystemClock.wall_ms() - last.at_unix_ms;
+    if last.failure.is_none() && age < ASK_AGAIN_AFTER_MS && !passed_issued_ids(&last) {
+        return false;
+    }
+    let seen = segment.want_asking();
+    wait_for(segment, None, || {
+        segment.published() > seen && !segment.check_due()
+    })
+}
+
+/// Whether the last check refuses a shard for IDs another node issued outside its claim that
+/// this node's next IDs for it are above now (after a resume, say).
+fn passed_issued_ids(report: &Report) -> bool {
+    let above = own_ids().above;
+    report.peers.iter().any(|peer| {
+        let Some((shards, last_id)) = &peer.issued else {
+            return false;
+        };
+        let issued = ShardSet::parse(shards).unwrap_or_else(|_| ShardSet::empty());
+        let refused_for_them = peer
+            .shared()
+            .intersection(&issued)
+            .difference(&peer.claim());
+        let passed = refused_for_them.iter().any(|s| above(s, *last_id));
+        passed
+    })
+}
+
 fn last_report() -> Option<Report> {
-    segment()?.report().as_deref().and_then(Report::decode)
+    segment()?.report()
 }
 
-/// Shards no node claims now, as whole groups' blocks, for the hints.
-fn unclaimed(report: &Report) -> ShardSet {
+/// Shards no Citus group has been given and no node claims, as whole blocks, for the hints; and
+/// those of groups given to nodes removed since.
+fn spare(report: &Report) -> CitusSpare {
     let nodes = std::iter::once(&report.node).chain(&report.peers);
-    let claims: Vec<ShardSet> = nodes
+    let groups: Vec<i32> = nodes
         .clone()
-        .map(|n| ShardSet::parse(&n.claim).unwrap_or_else(|_| ShardSet::empty()))
+        .flat_map(|n| n.group.into_iter().chain(n.own_group))
         .collect();
-    groups::free_blocks(nodes.map(|n| n.group), &claims)
-}
-
-/// The first group's block that no node claims now.
-fn first_unclaimed_block(report: &Report) -> ShardSet {
-    unclaimed(report)
-        .iter()
-        .next()
-        .and_then(|shard| groups::block((shard / SHARDS_PER_GROUP) as i32))
-        .unwrap_or_else(ShardSet::empty)
+    let claims: Vec<ShardSet> = nodes.map(|n| n.claim()).collect();
+    let free = groups::free_blocks(report.given, groups.iter().copied(), &claims);
+    let removed = groups::removed_blocks(report.given, groups.iter().copied(), &claims);
+    let first = groups::first_block(&removed);
+    let removed_range = first.iter().next().zip(first.iter().last());
+    CitusSpare {
+        free: groups::first_block(&free).to_string(),
+        removed: removed.to_string(),
+        removed_range,
+    }
 }
 
 /// Raises the error for a shard this node may not generate for (after a check).
@@ -151,65 +244,98 @@ pub fn refuse_shard(shard: Shard) -> ! {
     let Some(report) = last_report() else {
         errors::shard_not_owned(shard.get(), "")
     };
-    let this = report.node.describe();
+    refuse_if_failed(&report);
+    let this = this_node(&report);
     match report.sharer_of(shard.index()) {
-        Some(other) => {
-            let shared = ShardSet::parse(&other.shared).unwrap_or_else(|_| ShardSet::empty());
-            errors::citus_shard_shared(
-                shard.get(),
-                &this,
-                &other.describe(),
-                &shared.to_string(),
-                &unclaimed(&report).to_string(),
-            )
+        Some(other) if unheard(other).contains(shard.index()) => {
+            errors::citus_shard_unheard(shard.get(), &this, &other.describe())
         }
+        Some(other) if !other.claim().contains(shard.index()) => {
+            let last_id = other.issued.as_ref().map_or(0, |(_, last)| *last);
+            errors::citus_shard_issued_elsewhere(shard.get(), &this, &other.describe(), last_id)
+        }
+        Some(other) => errors::citus_shard_shared(
+            shard.get(),
+            &this,
+            &other.describe(),
+            &other.shared,
+            &spare(&report).free,
+        ),
         None => errors::citus_shard_not_this_nodes(shard.get(), &this),
     }
 }
 
+/// The shards a node keeps this one from because it has not heard this node claim them: those it
+/// shares that it neither claims nor issued IDs for.
+fn unheard(peer: &report::NodeReport) -> ShardSet {
+    let issued = peer
+        .issued
+        .as_ref()
+        .and_then(|(shards, _)| ShardSet::parse(shards).ok())
+        .unwrap_or_else(ShardSet::empty);
+    peer.shared().difference(&peer.claim()).difference(&issued)
+}
+
+/// This node, as the errors name it (the IDs it issued outside its claim are for the others).
+fn this_node(report: &Report) -> CitusNode {
+    CitusNode {
+        issued: None,
+        ..report.node.describe()
+    }
+}
+
+/// Raises the error of a check that could not be made, if the last one could not.
+fn refuse_if_failed(report: &Report) {
+    if let Some(why) = &report.failure {
+        errors::citus_check_failed(&report.database, why);
+    }
+}
+
 /// Raises the error for `snowid_next()` on a node left with no shard to generate for, or
-/// returns where the reason is not Citus's (`snowid.shards` names none).
-pub fn refuse_all() {
+/// returns where the reason is not Citus's (`snowid.shards` names none, or this process's copy
+/// of it is older than the last check's). `released` are the shards released here.
+pub fn refuse_all(released: &ShardSet) {
     let Some(report) = last_report() else {
         return;
     };
-    if report.claim().is_empty() && report.node.by_hand == Some(true) {
+    refuse_if_failed(&report);
+    let this = this_node(&report);
+    let claim = report.claim();
+    if claim.is_empty() && report.node.by_hand == Some(true) {
         return;
     }
-    let sharers: Vec<(CitusNode, String)> = report
+    if claim.is_empty() {
+        errors::citus_past_capacity(&this, (GROUPS, SHARDS_PER_GROUP), &spare(&report));
+    }
+    let sharers: Vec<CitusSharer> = report
         .peers
         .iter()
         .filter(|p| !p.shared.is_empty())
-        .map(|p| (p.describe(), p.shared.clone()))
+        .map(|p| CitusSharer {
+            node: p.describe(),
+            shared: p.shared.clone(),
+            unheard: unheard(p).to_string(),
+        })
         .collect();
-    let suggested = match sharers.is_empty() {
-        true => first_unclaimed_block(&report),
-        false => unclaimed(&report),
-    };
-    errors::citus_no_shard(
-        &report.node.describe(),
-        &sharers,
-        (GROUPS, SHARDS_PER_GROUP),
-        &suggested.to_string(),
-    )
+    if !sharers.is_empty() {
+        errors::citus_no_shard(&this, &sharers, &spare(&report).free)
+    }
+    if claim.is_subset(released) {
+        errors::citus_all_released(&this);
+    }
 }
 
-/// This node's answer to another node's check (see [`check::answer`]).
-pub fn answer(asker_group: i32, asker_claim: &ShardSet) -> String {
-    check::answer(
-        segment(),
-        &settings::configured_shards(),
-        asker_group,
-        asker_claim,
-    )
-}
-
-/// The last check's report, after any due check (none on a standby, which generates nothing and
-/// cannot take the check's locks): for `snowid_citus_nodes()`.
+/// The last check's report, after any due check (none on a standby, which generates nothing):
+/// for `snowid_citus_nodes()`. A check that could not be made raises its error.
 pub fn report() -> Option<Report> {
     // SAFETY: a plain call.
     if !unsafe { pg_sys::RecoveryInProgress() } {
         ensure_checked();
+        if last_report().is_some_and(|r| r.failure.is_some()) {
+            ask_again();
+        }
     }
-    last_report()
+    let report = last_report()?;
+    refuse_if_failed(&report);
+    Some(report)
 }

@@ -1,41 +1,54 @@
-//! The shared memory of the check on Citus: the set of shards the hot path reads, and the last
-//! check's report; part of snowid's segment (see [`crate::server::shared_memory`]), used only
-//! where Citus is preloaded beside snowid.
+//! The shared memory of the check on Citus: the set of shards the hot path reads, the last
+//! check's report, and the nodes that asked this one without being in its record of the nodes;
+//! part of snowid's segment (see `crate::server::shared_memory`), used only where Citus is
+//! preloaded beside snowid.
 //!
 //! # Concurrency rules
 //!
+//! - One process checks: the background worker of [`super::checker`]. Its check's result, the
+//!   set `generating` and the [`Report`] (which carries the fingerprint of the `snowid.shards` it
+//!   used, so that the two always travel together), is written by it alone.
 //! - `generating` is the set the last check found this node may generate for. Every call reads
 //!   it without a lock (a load or two and a bit test); it is written only as below.
-//! - `wanted` counts the events that call for a new check: the start, a reload that changes
-//!   `snowid.shards`, a change of Citus's record of the nodes or of this node's group, and another
-//!   node whose claim the last check no longer matches. `checked` is the value of `wanted` that
-//!   `generating` answers; while they differ, a check is due and `generating` is empty, so every
-//!   call takes the slow path, which runs or waits for the check.
-//!   [`Segment::want_check`] raises `wanted` first and empties `generating` after;
+//! - `wanted` counts the events that call for a new check before anything is generated again:
+//!   the start, a change of Citus's record of the nodes or of this node's group, a reload that
+//!   changes `snowid.shards`, and another node whose claim the last check no longer matches.
+//!   `checked` is the value of `wanted` that `generating` answers; while they differ, a check is
+//!   due and `generating` is empty, so every call takes the slow path, which wakes the checker
+//!   and waits. [`Segment::want_check`] raises `wanted` first and empties `generating` after;
 //!   [`Segment::publish`] fills `generating` first, then sets `checked` to the `wanted` it read
 //!   before the check began, then reads `wanted` again and empties `generating` if it moved. All
 //!   of these are sequentially consistent, so whatever the interleaving, an event that comes
 //!   after a check began leaves `generating` empty until a later check.
-//! - `checker` is the PID of the one process that runs a check, taken by compare-and-swap and
-//!   given back when the check returns, fails, or its process exits (the `before_shmem_exit`
-//!   callback that gives back the writer's claim gives it back too). The others sleep on `check_done`, 10 ms at most (a missed wake-up costs no more),
-//!   and look again; a cancel or `statement_timeout` ends the wait.
-//! - The report (the last check's findings, as JSON) is written only by the checker and read by
-//!   anyone under a sequence count, odd while it is being written: a reader copies it and tries
-//!   again if the count moved. It is made of atomics, so that a torn read is only a retry.
+//! - `asks` counts calls to ask every other node again while generation goes on with the last
+//!   check's result (a refused shard, another node's new claim): the checker's next check asks
+//!   again if it moved since its last.
+//! - `published` counts the checks published; a process that waits for a check after its own
+//!   call for one waits for it to move past what it read first.
+//! - The checker's latch and PID are set by the checker when it starts and cleared when it exits;
+//!   any process may set the latch to wake it. Waiters sleep on `check_done`, 10 ms at most (a
+//!   missed wake-up costs no more), and look again; a cancel or `statement_timeout` ends the wait.
+//! - The report and the told nodes are [`Slot`]s: read under a sequence count, written by the
+//!   checker (the report) or by any backend under the slot's writer lock (the told nodes).
 //! - The postmaster zeroes the segment and sets `wanted` to 1 (a check is due) before any backend
 //!   starts ([`start`]); after a crash it builds a fresh one the same way.
 
+use super::message::Slot;
+use super::report::{Report, ToldNodes};
 use pgrx::pg_sys;
 use snowid_core::layout::Shard;
 use snowid_core::shard_set::{LiveShardSet, ShardSet};
 use std::sync::atomic::{
-    fence, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
-    Ordering::{Acquire, Relaxed, Release, SeqCst},
+    fence, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
 };
 
-/// The most bytes a report takes: about 300 nodes' worth.
-const REPORT_WORDS: usize = 8192;
+/// The report's slot: 256 KiB, about a thousand nodes' worth. A bigger report leaves out the
+/// nodes that matter least, and says how many (see [`Report::shrink`]).
+pub type ReportSlot = Slot<32768>;
+
+/// The told nodes' slot: 64 KiB, some hundreds of nodes.
+pub type ToldSlot = Slot<8192>;
 
 /// The segment.
 #[repr(C)]
@@ -43,22 +56,22 @@ pub struct Segment {
     generating: LiveShardSet,
     wanted: AtomicU64,
     checked: AtomicU64,
-    /// How many times another node told this one of a claim its last check did not match: a
-    /// check asks every node again if this moved since the last check that asked, even if
-    /// Citus's record of the nodes is unchanged.
-    claims_moved: AtomicU64,
-    checker: AtomicU32,
+    asks: AtomicU64,
+    published: AtomicU64,
+    checker_latch: AtomicPtr<pg_sys::Latch>,
+    checker_pid: AtomicU32,
+    /// When the last checker to start began to connect to its database, in Unix milliseconds,
+    /// while it has not yet connected (a FATAL there ends it: the database does not exist, say);
+    /// 0 otherwise.
+    connecting_since: AtomicI64,
     /// The database the last check read Citus's metadata in, and the OIDs of the two tables whose
     /// changes call for a new check there (`pg_dist_local_group`, `pg_dist_node`).
     database: AtomicU32,
     local_group_table: AtomicU32,
     node_table: AtomicU32,
-    /// A fingerprint of the `snowid.shards` the last check used.
-    configured: AtomicU64,
-    report_count: AtomicU64,
-    report_len: AtomicUsize,
-    report: [AtomicU64; REPORT_WORDS],
     check_done: pg_sys::ConditionVariable,
+    report: ReportSlot,
+    told: ToldSlot,
 }
 
 static SEGMENT: AtomicPtr<Segment> = AtomicPtr::new(std::ptr::null_mut());
@@ -113,29 +126,45 @@ impl Segment {
         self.wanted.load(SeqCst) != self.checked.load(SeqCst)
     }
 
-    /// Calls for a new check, and stops generation until it is done. `claims_moved`: another
-    /// node's claim changed, so the check must ask every node again. Safe anywhere, in an
-    /// invalidation callback too: atomics only.
-    pub fn want_check(&self, claims_moved: bool) {
-        if claims_moved {
-            self.claims_moved.fetch_add(1, SeqCst);
-        }
+    /// Calls for a new check, stops generation until it is done, and wakes the checker. Safe
+    /// anywhere, in an invalidation callback too: atomics and a latch only.
+    pub fn want_check(&self) {
         self.wanted.fetch_add(1, SeqCst);
         self.generating.replace(&ShardSet::empty());
         fence(SeqCst);
+        self.wake_checker();
     }
 
-    /// The value of `wanted` a check that begins now answers, and the count of other nodes' new
-    /// claims it knows of (a check that records it asks again only once it moves).
+    /// Calls for a check that asks every other node again, while generation goes on with the
+    /// last check's result; wakes the checker. Returns the count of published checks to wait
+    /// past (see [`Segment::published`]).
+    pub fn want_asking(&self) -> u64 {
+        let published = self.published.load(SeqCst);
+        self.asks.fetch_add(1, SeqCst);
+        self.wake_checker();
+        published
+    }
+
+    /// The value of `wanted` a check that begins now answers, and the count of calls to ask
+    /// again it knows of.
     pub fn begin_check(&self) -> (u64, u64) {
-        let claims_moved = self.claims_moved.load(SeqCst);
-        (self.wanted.load(SeqCst), claims_moved)
+        (self.wanted.load(SeqCst), self.asks.load(SeqCst))
+    }
+
+    /// How many checks were published.
+    pub fn published(&self) -> u64 {
+        self.published.load(SeqCst)
     }
 
     /// Puts a check's result in force, unless an event came after the check began (then the
-    /// set stays empty, and the next call checks again). Call only as the checker.
-    pub fn publish(&self, wanted_at_start: u64, generating: &ShardSet, report: &[u8]) {
-        self.write_report(report);
+    /// set stays empty, and the next check runs at once), and wakes the waiters. Call only as
+    /// the checker. The report is published first: whoever sees the set sees its report.
+    pub fn publish(&self, wanted_at_start: u64, generating: &ShardSet, report: &mut Report) {
+        report.check = self.published.load(SeqCst) + 1;
+        if self.report.publish(report).is_none() {
+            // Not even the smallest report fits: nothing is put in force.
+            return;
+        }
         self.generating.replace(generating);
         fence(SeqCst);
         self.checked.store(wanted_at_start, SeqCst);
@@ -143,47 +172,88 @@ impl Segment {
             self.generating.replace(&ShardSet::empty());
             fence(SeqCst);
         }
+        self.published.fetch_add(1, SeqCst);
+        // SAFETY: a broadcast only takes the condition variable's spinlock.
+        unsafe { pg_sys::ConditionVariableBroadcast((&raw const self.check_done).cast_mut()) };
     }
 
-    /// Records what the check read, for the invalidation callback and for a change of
-    /// `snowid.shards`.
-    pub fn watch(&self, watched: &Watched, configured_fingerprint: u64) {
+    /// The last check's report, if any.
+    pub fn report(&self) -> Option<Report> {
+        self.report.read()
+    }
+
+    /// The nodes that asked this one without being in its record of the nodes.
+    pub fn told(&self) -> &ToldSlot {
+        &self.told
+    }
+
+    /// The told nodes as they are now.
+    pub fn told_nodes(&self) -> ToldNodes {
+        self.told.read().unwrap_or_default()
+    }
+
+    /// Records what the check read, for the invalidation callback.
+    pub fn watch(&self, watched: &Watched) {
         self.database.store(watched.database.to_u32(), SeqCst);
         self.local_group_table
             .store(watched.local_group_table.to_u32(), SeqCst);
         self.node_table.store(watched.node_table.to_u32(), SeqCst);
-        self.configured.store(configured_fingerprint, SeqCst);
     }
 
     /// What the last check recorded (see [`Segment::watch`]).
-    pub fn watched(&self) -> (Watched, u64) {
-        (
-            Watched {
-                database: pg_sys::Oid::from(self.database.load(SeqCst)),
-                local_group_table: pg_sys::Oid::from(self.local_group_table.load(SeqCst)),
-                node_table: pg_sys::Oid::from(self.node_table.load(SeqCst)),
-            },
-            self.configured.load(SeqCst),
-        )
+    pub fn watched(&self) -> Watched {
+        Watched {
+            database: pg_sys::Oid::from(self.database.load(SeqCst)),
+            local_group_table: pg_sys::Oid::from(self.local_group_table.load(SeqCst)),
+            node_table: pg_sys::Oid::from(self.node_table.load(SeqCst)),
+        }
     }
 
-    /// Makes this process (`me`: its number as [`crate::server::shared_memory::claimer`] gives
-    /// it, whose exit callback gives the role back too) the checker, if no other process is; the
-    /// guard gives the role back.
-    pub fn become_checker(&'static self, me: u32) -> Option<Checker> {
-        self.checker
-            .compare_exchange(0, me, Acquire, Relaxed)
+    /// A checker starts, and connects to its database, at `now_unix_ms`.
+    pub fn checker_connecting(&self, now_unix_ms: i64) {
+        self.connecting_since.store(now_unix_ms, SeqCst);
+    }
+
+    /// Whether the last checker to start has tried to connect to its database for `patience_ms`
+    /// or more, at `now_unix_ms`, and is gone or still trying.
+    pub fn checker_could_not_connect(&self, now_unix_ms: i64, patience_ms: i64) -> bool {
+        let since = self.connecting_since.load(SeqCst);
+        since != 0 && now_unix_ms - since >= patience_ms && self.checker_pid() == 0
+    }
+
+    /// Makes the calling process, connected, the checker, to be woken through its latch.
+    pub fn register_checker(&self, latch: *mut pg_sys::Latch, pid: u32) {
+        self.checker_latch.store(latch, SeqCst);
+        self.checker_pid.store(pid, SeqCst);
+        self.connecting_since.store(0, SeqCst);
+    }
+
+    /// The checker is gone (it exits).
+    pub fn unregister_checker(&self, pid: u32) {
+        if self
+            .checker_pid
+            .compare_exchange(pid, 0, SeqCst, SeqCst)
             .is_ok()
-            .then_some(Checker(self))
+        {
+            self.checker_latch.store(std::ptr::null_mut(), SeqCst);
+        }
     }
 
-    /// Gives the checker's role back if `who` holds it: for a process that exits without
-    /// unwinding (PostgreSQL's FATAL).
-    pub fn give_back_of(&self, who: u32) {
-        let _ = self.checker.compare_exchange(who, 0, Release, Relaxed);
+    /// The checker's PID, or 0 while none runs.
+    pub fn checker_pid(&self) -> u32 {
+        self.checker_pid.load(SeqCst)
     }
 
-    /// Sleeps until a check is done, or 10 ms at most. A cancel raises its error from here.
+    fn wake_checker(&self) {
+        let latch = self.checker_latch.load(SeqCst);
+        if !latch.is_null() {
+            // SAFETY: the latch is the checker's process latch, in shared memory for as long as
+            // the server runs; setting a latch is safe from any process, in any context.
+            unsafe { pg_sys::SetLatch(latch) };
+        }
+    }
+
+    /// Sleeps until a check is published, or 10 ms at most. A cancel raises its error from here.
     pub fn wait_for_check(&self) {
         let cv = (&raw const self.check_done).cast_mut();
         // SAFETY: the condition variable was initialised with the segment; prepare, sleep and
@@ -193,53 +263,5 @@ impl Segment {
             pg_sys::ConditionVariableTimedSleep(cv, 10, pg_sys::PG_WAIT_EXTENSION);
             pg_sys::ConditionVariableCancelSleep();
         }
-    }
-
-    fn write_report(&self, bytes: &[u8]) {
-        let bytes = &bytes[..bytes.len().min(REPORT_WORDS * 8)];
-        self.report_count.fetch_add(1, SeqCst);
-        for (word, chunk) in self.report.iter().zip(bytes.chunks(8)) {
-            let mut padded = [0u8; 8];
-            padded[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_le_bytes(padded), Relaxed);
-        }
-        self.report_len.store(bytes.len(), Relaxed);
-        self.report_count.fetch_add(1, Release);
-    }
-
-    /// The last check's report, if any.
-    pub fn report(&self) -> Option<Vec<u8>> {
-        loop {
-            let before = self.report_count.load(Acquire);
-            if before == 0 {
-                return None;
-            }
-            if before % 2 == 1 {
-                std::thread::yield_now();
-                continue;
-            }
-            let len = self.report_len.load(Relaxed).min(REPORT_WORDS * 8);
-            let mut bytes = Vec::with_capacity(len.next_multiple_of(8));
-            for word in &self.report[..len.div_ceil(8)] {
-                bytes.extend_from_slice(&word.load(Relaxed).to_le_bytes());
-            }
-            fence(Acquire);
-            if self.report_count.load(Relaxed) == before {
-                bytes.truncate(len);
-                return Some(bytes);
-            }
-        }
-    }
-}
-
-/// The checker's role, given back (and the waiters woken) when dropped: on return, and on an
-/// error, whose unwinding drops it.
-pub struct Checker(&'static Segment);
-
-impl Drop for Checker {
-    fn drop(&mut self) {
-        self.0.checker.store(0, Release);
-        // SAFETY: a broadcast only takes the condition variable's spinlock.
-        unsafe { pg_sys::ConditionVariableBroadcast((&raw const self.0.check_done).cast_mut()) };
     }
 }

@@ -243,6 +243,15 @@ impl CitusCluster {
         citus_node(shards, &[])
     }
 
+    /// A new node as [`CitusCluster::new_node`] makes one, at the default, whose wall clock
+    /// runs `offset` (such as `+30s`) from real time (see [`Cluster::fake_wall_clock`]).
+    pub fn new_node_with_clock(offset: &str) -> Cluster {
+        started_citus_node(None, &[], |node| {
+            node.fake_wall_clock();
+            node.set_wall_clock_offset(offset);
+        })
+    }
+
     /// Adds a node to the cluster with `citus_add_node`, which gives it the next group. Returns
     /// the group.
     pub fn add(&self, node: &Cluster) -> i32 {
@@ -342,7 +351,17 @@ pub fn client_on(port: u16) -> Result<Client, crate::postgres::Error> {
 /// One node: a fresh cluster with Citus and snowid preloaded and created, with its own
 /// `snowid.shards` if one is given.
 fn citus_node(shards: Option<&str>, settings: &[(&str, &str)]) -> Cluster {
+    started_citus_node(shards, settings, |_| {})
+}
+
+/// [`citus_node`], with `prepare` run on the node before it starts.
+fn started_citus_node(
+    shards: Option<&str>,
+    settings: &[(&str, &str)],
+    prepare: impl FnOnce(&mut Cluster),
+) -> Cluster {
     let mut node = Cluster::init();
+    prepare(&mut node);
     check_loopback_trust(&node);
     for (name, value) in CITUS_SETTINGS {
         node.set(name, value);
@@ -406,4 +425,41 @@ fn pg_config(option: &str) -> Option<PathBuf> {
     out.status
         .success()
         .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// A new connection as the superuser `postgres` over the node's Unix socket: it reaches the
+/// node while [`cut_off`] keeps every TCP connection out.
+pub fn socket_client(node: &Cluster) -> Client {
+    crate::postgres::Config::new()
+        .host_path(node.dir())
+        .port(node.port)
+        .user("postgres")
+        .dbname("postgres")
+        .connect(crate::postgres::NoTls)
+        .unwrap_or_else(|e| {
+            panic!(
+                "connect to the node on port {} by its socket: {e}",
+                node.port
+            )
+        })
+}
+
+/// The first line of `pg_hba.conf` while a node is cut off from the network.
+const CUT_OFF: &str = "host all all 127.0.0.1/32 reject # cut off by the test";
+
+/// Cuts a node off from every other node (`cut`), or connects it again: while cut off, its
+/// `pg_hba.conf` rejects every TCP connection, Citus's between nodes included (and Citus's
+/// questions from it to the others fail too, where they are cut off as well). Its Unix socket
+/// still takes [`socket_client`]'s connections.
+pub fn cut_off(node: &Cluster, cut: bool) {
+    let path = node.pgdata().join("pg_hba.conf");
+    let hba = fs::read_to_string(&path).expect("read pg_hba.conf");
+    let rest: Vec<&str> = hba.lines().filter(|line| *line != CUT_OFF).collect();
+    let mut lines = Vec::new();
+    if cut {
+        lines.push(CUT_OFF);
+    }
+    lines.extend(rest);
+    fs::write(&path, lines.join("\n") + "\n").expect("write pg_hba.conf");
+    node.reload();
 }

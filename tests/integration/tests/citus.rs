@@ -29,8 +29,20 @@
 //! - `citus_move_shard_placement`, by logical replication and with `block_writes`, moves a shard
 //!   while inserts run through the coordinator and through both workers, with no failed insert:
 //!   the rows carry their IDs, nothing is generated again on the target.
+//! - `stop_metadata_sync_to_node` resets the worker's `pg_dist_local_group` to 0 and empties its
+//!   `pg_dist_node`, in the coordinator's transaction (two-phase); `start_metadata_sync_to_node`
+//!   gives both back.
+//! - `citus_update_node` syncs the new address to the other workers in the background: until
+//!   `pg_dist_node.metadatasynced` is true again, an insert through another worker can be routed
+//!   to the old address.
+//! - `CREATE ROLE` and `ALTER DATABASE ... OWNER` on the coordinator are propagated to the
+//!   workers (`citus.enable_ddl_propagation` off keeps them local).
+//! - A node's `snowid_citus_nodes()` answers from its last check, waiting only for a check that is
+//!   due; generating on a node is what makes a refused shard ask again.
 
-use snowid_integration::citus::{citus_version, client_on, group_shards, CitusCluster};
+use snowid_integration::citus::{
+    citus_version, client_on, cut_off, group_shards, socket_client, CitusCluster,
+};
 use snowid_integration::postgres::{self, Client};
 use snowid_integration::{skip_without_citus, wait_until, Cluster};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -93,32 +105,47 @@ fn create_events(citus: &CitusCluster) {
     );
 }
 
+/// Fails the test unless `rows` (a table, or a subquery with its alias) holds `expected` rows,
+/// every ID distinct, and none that any of `none` selects (an SQL condition, and what such a row
+/// would mean).
+fn assert_rows(db: &mut Client, rows: &str, expected: i64, none: &[(&str, &str)]) {
+    let filters: String = none
+        .iter()
+        .map(|(condition, _)| format!(", count(*) FILTER (WHERE {condition})"))
+        .collect();
+    let row = db
+        .query_one(
+            &format!("SELECT count(*), count(DISTINCT id){filters} FROM {rows}"),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("count the rows of {rows}: {}", describe(&e)));
+    assert_eq!(row.get::<_, i64>(0), expected, "rows lost or added");
+    assert_eq!(row.get::<_, i64>(1), expected, "duplicate IDs");
+    for (k, (_, meaning)) in none.iter().enumerate() {
+        assert_eq!(row.get::<_, i64>(k + 2), 0, "{meaning}");
+    }
+}
+
 /// Checks the whole `events` table: `expected` rows, all distinct, each node's IDs in its own
 /// shard set, each session's IDs on one shard and increasing in its insert order. Returns how
 /// many (millisecond, sequence) pairs occur on more than one node: IDs that only the shard field
 /// keeps apart.
 fn check_events(db: &mut Client, expected: i64) -> i64 {
-    let row = db
-        .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE snowid_shard(id) / 32 <> node),
-                    count(*) FILTER (WHERE id <= prev)
-             FROM (SELECT id, node, lag(id) OVER (PARTITION BY node, session ORDER BY n) AS prev
-                   FROM events) s",
-            &[],
-        )
-        .unwrap();
-    assert_eq!(row.get::<_, i64>(0), expected, "rows lost or added");
-    assert_eq!(row.get::<_, i64>(1), expected, "duplicate IDs");
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
-        "IDs outside the shard set of the node they were inserted through"
-    );
-    assert_eq!(
-        row.get::<_, i64>(3),
-        0,
-        "a session's IDs must increase in its insert order"
+    assert_rows(
+        db,
+        "(SELECT id, node, lag(id) OVER (PARTITION BY node, session ORDER BY n) AS prev
+          FROM events) s",
+        expected,
+        &[
+            (
+                "snowid_shard(id) / 32 <> node",
+                "IDs outside the shard set of the node they were inserted through",
+            ),
+            (
+                "id <= prev",
+                "a session's IDs must increase in its insert order",
+            ),
+        ],
     );
     let sessions: Vec<(i32, i32, Vec<i32>)> = db
         .query(
@@ -267,31 +294,29 @@ fn every_node_takes_writes_with_the_same_default() {
             &[],
         )
         .unwrap_or_else(|e| panic!("INSERT ... SELECT by repartition: {}", describe(&e)));
-    let row = db
+    assert_eq!(copied as i64, expected / 3);
+    let shards: Vec<i32> = db
         .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE node = -1 AND snowid_shard(id) NOT BETWEEN 32 AND 95),
-                    array_agg(DISTINCT snowid_shard(id)) FILTER (WHERE node = -1)
-             FROM events",
+            "SELECT array_agg(DISTINCT snowid_shard(id)) FROM events WHERE node = -1",
             &[],
         )
-        .unwrap();
-    assert_eq!(copied as i64, expected / 3);
-    assert_eq!(row.get::<_, i64>(0), expected + copied as i64);
-    assert_eq!(
-        row.get::<_, i64>(1),
-        expected + copied as i64,
-        "duplicate IDs"
-    );
+        .unwrap()
+        .get(0);
     println!(
-        "INSERT ... SELECT through the coordinator: {copied} rows with IDs from shards {:?}",
-        row.get::<_, Vec<i32>>(3)
+        "INSERT ... SELECT through the coordinator: {copied} rows with IDs from shards {shards:?}"
     );
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
+    let on_the_coordinator = format!(
         "Citus {} evaluates the DEFAULT of a repartitioned INSERT ... SELECT on the workers",
         citus_version().unwrap_or_else(|| "?".into())
+    );
+    assert_rows(
+        &mut db,
+        "events",
+        expected + copied as i64,
+        &[(
+            "node = -1 AND snowid_shard(id) NOT BETWEEN 32 AND 95",
+            &on_the_coordinator,
+        )],
     );
 
     // Why the key is the distribution column: a distributed table's primary key must include
@@ -974,6 +999,20 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
         &[&i32::from(standby.port), &i32::from(w1)],
     )
     .unwrap_or_else(|e| panic!("citus_update_node: {}", describe(&e)));
+    // Citus syncs the new address to the other workers in the background: an insert through
+    // one of them that comes first is routed to the old primary, and refused.
+    wait_until(
+        "Citus has synced the new address to every worker",
+        Duration::from_secs(60),
+        || {
+            db.query_one(
+                "SELECT bool_and(metadatasynced) FROM pg_dist_node WHERE hasmetadata",
+                &[],
+            )
+            .unwrap()
+            .get::<_, bool>(0)
+        },
+    );
     assert_eq!(
         citus.group_of(standby.port),
         1,
@@ -1067,14 +1106,6 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
         errors.len(),
         &errors[..errors.len().min(20)]
     );
-    let row = db
-        .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE tag >= 0 AND snowid_shard(id) / 32 <> grp)
-             FROM rows",
-            &[],
-        )
-        .unwrap();
     let inserted: usize = (0..6).map(|tag| tally.rows(tag)).sum::<usize>() + copied as usize;
     let per_node: Vec<usize> = (0..6).map(|tag| tally.rows(tag)).collect();
     println!(
@@ -1082,12 +1113,14 @@ fn no_configuration_issues_a_duplicate_as_the_cluster_changes() {
          failed over to its standby, the last two added): {per_node:?}; {timings:?}; {:.1} s in all",
         began.elapsed().as_secs_f64()
     );
-    assert_eq!(row.get::<_, i64>(0), inserted as i64, "rows lost or added");
-    assert_eq!(row.get::<_, i64>(1), inserted as i64, "duplicate IDs");
-    assert_eq!(
-        row.get::<_, i64>(2),
-        0,
-        "IDs off the shards of the group of the node they went through"
+    assert_rows(
+        &mut db,
+        "rows",
+        inserted as i64,
+        &[(
+            "tag >= 0 AND snowid_shard(id) / 32 <> grp",
+            "IDs off the shards of the group of the node they went through",
+        )],
     );
     assert!(
         per_node.iter().all(|&rows| rows >= ROWS_PER_NODE),
@@ -1117,16 +1150,47 @@ fn error_of(port: u16, sql: &str) -> postgres::Error {
         .expect_err(&format!("{sql} on port {port} must fail"))
 }
 
-/// Sets `snowid.shards` on a node, or resets it (`None`), and reloads.
-fn set_shards(port: u16, shards: Option<&str>) {
-    let sql = match shards {
-        Some(shards) => format!("ALTER SYSTEM SET snowid.shards = '{shards}'"),
-        None => "ALTER SYSTEM RESET snowid.shards".into(),
+/// The error a statement on the node on `port` fails with, described, and its hint.
+fn error_and_hint(port: u16, sql: &str) -> (String, String) {
+    let err = error_of(port, sql);
+    let hint = err.as_db_error().and_then(|e| e.hint()).unwrap_or_default();
+    (describe(&err), hint.to_string())
+}
+
+/// Sets a setting with `ALTER SYSTEM` on `db`'s node, or resets it (`None`), and reloads.
+fn alter_system(db: &mut Client, name: &str, value: Option<&str>) {
+    let sql = match value {
+        Some(value) => format!("ALTER SYSTEM SET {name} = '{value}'"),
+        None => format!("ALTER SYSTEM RESET {name}"),
     };
-    let mut db = client_on(port).unwrap();
     db.batch_execute(&sql).unwrap();
     db.batch_execute("SELECT pg_reload_conf()").unwrap();
 }
+
+/// Sets `snowid.shards` on a node, or resets it (`None`), reloads, and waits until the node's
+/// check has taken it (its row of `snowid_citus_nodes()` says so).
+fn set_shards(port: u16, shards: Option<&str>) {
+    alter_system(&mut client_on(port).unwrap(), "snowid.shards", shards);
+    wait_until(
+        &format!("the node on port {port} checks with snowid.shards {shards:?}"),
+        Duration::from_secs(30),
+        || {
+            let row = client_on(port)
+                .unwrap()
+                .query_one(
+                    "SELECT by_hand, claims FROM snowid_citus_nodes() WHERE this_node",
+                    &[],
+                )
+                .unwrap();
+            let (by_hand, claims): (bool, String) = (row.get(0), row.get(1));
+            by_hand == shards.is_some() && shards.is_none_or(|s| s == claims)
+        },
+    );
+}
+
+/// A little longer than the checker waits before it asks the nodes again while some node could
+/// not be heard from or some shard is refused (2 s).
+const CHECKER_AGAIN: Duration = Duration::from_secs(3);
 
 /// Guards against two Citus nodes issuing the same ID because `snowid.shards` gives one of them
 /// shards another node has: at start, at a reload on a live node, when a node is added, and
@@ -1281,22 +1345,13 @@ fn an_overlap_made_by_hand_is_refused_before_any_duplicate() {
     // A node in a group past the capacity.
     let w4 = CitusCluster::new_node(None);
     citus.add_in_group(&w4, 300);
-    let err = error_of(w4.port, "SELECT snowid_next()");
-    let hint = err
-        .as_db_error()
-        .and_then(|e| e.hint())
-        .unwrap_or_default()
-        .to_string();
-    println!(
-        "snowid_next() in group 300: {} (hint: {hint})",
-        describe(&err)
-    );
+    let (err, hint) = error_and_hint(w4.port, "SELECT snowid_next()");
+    println!("snowid_next() in group 300: {err} (hint: {hint})");
     assert!(
-        describe(&err).starts_with(
+        err.starts_with(
             "55000 this Citus node has no snowid shards: its group, 300, is past the 256 groups"
         ),
-        "{}",
-        describe(&err)
+        "{err}"
     );
     let free = hint
         .split("such as ")
@@ -1321,23 +1376,787 @@ fn an_overlap_made_by_hand_is_refused_before_any_duplicate() {
         },
     );
 
-    let row = citus
-        .client()
-        .query_one(
-            "SELECT count(*), count(DISTINCT id),
-                    count(*) FILTER (WHERE snowid_shard(id) / 32 <> grp),
-                    count(*) FILTER (WHERE tag = $1 AND snowid_shard(id) BETWEEN 10 AND 20)
-             FROM rows",
-            &[&(tw1 as i32)],
-        )
-        .unwrap();
     let inserted = (tally.rows(tc) + tally.rows(tw1)) as i64;
-    assert_eq!(row.get::<_, i64>(0), inserted, "rows lost or added");
-    assert_eq!(row.get::<_, i64>(1), inserted, "duplicate IDs");
-    assert_eq!(row.get::<_, i64>(2), 0, "IDs off their node's shards");
-    assert_eq!(
-        row.get::<_, i64>(3),
-        0,
-        "the first worker issued IDs on the coordinator's shards"
+    let on_the_coordinators = format!("tag = {tw1} AND snowid_shard(id) BETWEEN 10 AND 20");
+    assert_rows(
+        &mut citus.client(),
+        "rows",
+        inserted,
+        &[
+            (
+                "snowid_shard(id) / 32 <> grp",
+                "IDs off their node's shards",
+            ),
+            (
+                &on_the_coordinators,
+                "the first worker issued IDs on the coordinator's shards",
+            ),
+        ],
     );
+}
+
+/// Runs one of Citus's functions of a node (`stop_metadata_sync_to_node`, `citus_remove_node`,
+/// ...) on the coordinator for the node on `port`.
+fn on_a_node(citus: &CitusCluster, function: &str, port: u16) {
+    citus
+        .client()
+        .execute(
+            &format!("SELECT {function}('127.0.0.1', $1)"),
+            &[&i32::from(port)],
+        )
+        .unwrap_or_else(|e| panic!("{function}: {}", describe(&e)));
+}
+
+/// What `count` calls of `snowid_next(shard)` return in one statement on `db`, for the shards
+/// `first` to `last` in turn: the IDs, or the error the statement failed with.
+fn ids_by(db: &mut Client, first: i32, last: i32, count: i32) -> Result<Vec<i64>, String> {
+    db.query_one(
+        "SELECT array_agg(snowid_next($1::int + g % ($2::int - $1::int + 1)))
+         FROM generate_series(1, $3::int) g",
+        &[&first, &last, &count],
+    )
+    .map(|row| row.get(0))
+    .map_err(|e| describe(&e))
+}
+
+/// Generates IDs for the shards `first` to `last` on the node on `port`, adding them to `ids`,
+/// until it refuses with an error that names each of `words` (or 30 s have passed, which fails
+/// the test); each time, `nudge` runs first where given (a statement whose refusal makes the
+/// node ask the others again). Returns the refusal.
+fn generate_until_refused_with(
+    port: u16,
+    (first, last): (i32, i32),
+    ids: &mut Vec<i64>,
+    words: &[&str],
+    nudge: Option<&str>,
+) -> String {
+    let mut refusal = String::new();
+    wait_until(
+        &format!("the node on port {port} refuses naming {words:?}"),
+        Duration::from_secs(30),
+        || {
+            if let Some(sql) = nudge {
+                let _ = client_on(port).unwrap().batch_execute(sql);
+            }
+            match ids_on(port, first, last, 2000) {
+                Ok(more) => ids.extend(more),
+                Err(why) => refusal = why,
+            }
+            words.iter().all(|word| refusal.contains(word))
+        },
+    );
+    refusal
+}
+
+/// [`ids_by`] on a new connection to the node on `port`.
+fn ids_on(port: u16, first: i32, last: i32, count: i32) -> Result<Vec<i64>, String> {
+    ids_by(&mut client_on(port).unwrap(), first, last, count)
+}
+
+/// How many IDs occur on more than one of `sets`, or twice in one.
+fn issued_twice(sets: &[&[i64]]) -> usize {
+    let mut seen = HashSet::new();
+    sets.iter()
+        .flat_map(|set| set.iter())
+        .filter(|id| !seen.insert(**id))
+        .count()
+}
+
+/// Generates IDs for the shards `first` to `last` on each of `ports` at the same time, in
+/// rounds of one statement each, adding them to `ids` (one list per port), until every node
+/// refuses (or `limit` has passed, which fails the test). Returns each node's refusal.
+fn generate_until_all_refuse(
+    ports: &[u16],
+    (first, last): (i32, i32),
+    ids: &mut [Vec<i64>],
+    limit: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    let mut sessions: Vec<Client> = ports.iter().map(|&p| client_on(p).unwrap()).collect();
+    let started = Barrier::new(sessions.len());
+    loop {
+        let round: Vec<Result<Vec<i64>, String>> = thread::scope(|scope| {
+            let started = &started;
+            let handles: Vec<_> = sessions
+                .iter_mut()
+                .map(|db| {
+                    scope.spawn(move || {
+                        started.wait();
+                        ids_by(db, first, last, 2000)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut refusals = Vec::new();
+        for (result, ids) in round.into_iter().zip(ids.iter_mut()) {
+            match result {
+                Ok(more) => ids.extend(more),
+                Err(refusal) => refusals.push(refusal),
+            }
+        }
+        if refusals.len() == ports.len() {
+            return refusals;
+        }
+        let sets: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+        assert!(
+            Instant::now() < deadline,
+            "after {limit:?} the nodes on ports {ports:?} still generate for shards \
+             {first}-{last} ({} IDs issued twice so far)",
+            issued_twice(&sets)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Guards against duplicate IDs after `stop_metadata_sync_to_node` (issue 55, item 1): Citus
+/// resets that worker's `pg_dist_local_group` to 0 and empties its record of the nodes, so the
+/// worker takes the coordinator's shards 0-31, while the coordinator still records it in group 1
+/// and (before 0.8.0) took it to claim 32-63. A coordinator and a worker, both left at the
+/// default, generate IDs for every shard of 0-31 in turn, in statements of 2,000, before and
+/// after the call, until both refuse: the worker's answer says it takes itself to be in group 0,
+/// so the coordinator refuses 0-31, and the worker, told the coordinator's claim by its question,
+/// refuses them too; each names the other, and no ID is issued by both. After
+/// `start_metadata_sync_to_node` each generates for its own group's shards again, still with no
+/// ID issued twice.
+///
+/// Then, on the same worker, Citus in a second database (issue 51, item 9): `app`, with the
+/// citus extension of a cluster of its own (its group 0), where a role that is no superuser calls
+/// `snowid_next()` first after a restart. Before 0.8.0, whichever database checked first decided
+/// the server's shards, and `app` made the worker generate the coordinator's. Now
+/// `snowid.citus_database` names the database whose group counts (`postgres` by default), so the
+/// worker generates for group 1's shards from every database. Named `app`, the worker takes group
+/// 0 from it, and the coordinator, whose questions reach the worker in `postgres`, gets a refusal
+/// to answer, which it takes as no agreement: it refuses every shard, naming the worker, and no
+/// ID is issued twice. A database that does not exist leaves the worker refusing, saying so.
+///
+/// Last (issue 55, item 6): a worker that released every shard of its group is told so, not that
+/// its group is past the 256 groups.
+#[test]
+fn a_worker_reset_to_group_0_or_reading_another_database_is_refused() {
+    skip_without_citus!();
+    let mut citus = CitusCluster::unconfigured(1);
+    let (c, w) = (citus.coordinator.port, citus.workers[0].port);
+    let (name_c, name_w) = (format!("127.0.0.1:{c}"), format!("127.0.0.1:{w}"));
+    assert_eq!((generates(c), generates(w)), (block_text(0), block_text(1)));
+    let mut ids = vec![
+        ids_on(c, 0, 31, 2000).unwrap(),
+        ids_on(w, 32, 63, 2000).unwrap(),
+    ];
+
+    on_a_node(&citus, "stop_metadata_sync_to_node", w);
+    let refusals = generate_until_all_refuse(&[c, w], (0, 31), &mut ids, Duration::from_secs(30));
+    println!("after stop_metadata_sync_to_node: {refusals:#?}");
+    assert_eq!(
+        issued_twice(&[&ids[0], &ids[1]]),
+        0,
+        "IDs issued by both nodes"
+    );
+    assert!(
+        refusals[0].contains(&name_w) && refusals[0].contains("it takes itself to be in group 0"),
+        "the coordinator's refusal names the worker and the group it takes itself to be in: {}",
+        refusals[0]
+    );
+    assert!(
+        refusals[1].contains(&name_c),
+        "the worker's refusal names the coordinator: {}",
+        refusals[1]
+    );
+    // Both keep refusing.
+    thread::sleep(CHECKER_AGAIN);
+    for port in [c, w] {
+        assert!(
+            ids_on(port, 0, 31, 100).is_err(),
+            "port {port} generates again"
+        );
+    }
+
+    on_a_node(&citus, "start_metadata_sync_to_node", w);
+    wait_until(
+        "each node generates for its own group's shards again",
+        Duration::from_secs(30),
+        || generates(c) == block_text(0) && generates(w) == block_text(1),
+    );
+    ids[0].extend(ids_on(c, 0, 31, 2000).unwrap());
+    ids[1].extend(ids_on(w, 32, 63, 2000).unwrap());
+    assert_eq!(issued_twice(&[&ids[0], &ids[1]]), 0, "IDs issued twice");
+
+    // Citus in a second database of the worker, with a group of its own.
+    let mut db = citus.workers[0].client();
+    for sql in [
+        "CREATE DATABASE app",
+        "CREATE ROLE alice LOGIN",
+        "GRANT ALL ON DATABASE app TO alice",
+    ] {
+        db.batch_execute(sql).unwrap();
+    }
+    citus.workers[0]
+        .client_of("app")
+        .batch_execute("CREATE EXTENSION citus; CREATE EXTENSION snowid;")
+        .unwrap();
+    citus.workers[0].stop("fast");
+    citus.workers[0].start().unwrap();
+    let shard: i32 = citus.workers[0]
+        .client_as("alice", "app")
+        .query_one("SELECT snowid_shard(snowid_next())", &[])
+        .unwrap_or_else(|e| panic!("snowid_next() in app: {}", describe(&e)))
+        .get(0);
+    assert!(
+        group_shards(1).contains(&shard),
+        "a role's first snowid_next() in database app takes shard {shard}, not one of the worker's \
+         group in the database snowid.citus_database names"
+    );
+
+    // The worker told to take its group from app, group 0 there: it keeps refusing what the
+    // nodes it knew through postgres claim, the coordinator's shards; and the coordinator, once
+    // it asks again (a refused shard makes it), gets a refusal to answer (its questions reach the
+    // worker in postgres), which it takes as no agreement: it refuses every shard.
+    alter_system(
+        &mut client_on(w).unwrap(),
+        "snowid.citus_database",
+        Some("app"),
+    );
+    let refusal = generate_until_refused_with(w, (0, 31), &mut ids[1], &[&name_c], None);
+    println!("the worker reads database app: {refusal}");
+    let refusal = generate_until_refused_with(
+        c,
+        (0, 31),
+        &mut ids[0],
+        &[&name_w, "every shard"],
+        Some("SELECT snowid_next(40)"),
+    );
+    println!("the coordinator asks it: {refusal}");
+    assert_eq!(issued_twice(&[&ids[0], &ids[1]]), 0, "IDs issued twice");
+    let unanswered: String = client_on(c)
+        .unwrap()
+        .query_one(
+            "SELECT unanswered FROM snowid_citus_nodes() WHERE node = $1",
+            &[&name_w],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        unanswered.contains("takes its Citus group from database \"app\""),
+        "{unanswered}"
+    );
+
+    // A database that does not exist: the worker refuses, and says so.
+    alter_system(
+        &mut client_on(w).unwrap(),
+        "snowid.citus_database",
+        Some("nosuch"),
+    );
+    let mut message = String::new();
+    wait_until(
+        "the worker refuses, naming the database that does not exist",
+        Duration::from_secs(30),
+        || {
+            message = describe(&error_of(w, "SELECT snowid_next()"));
+            message.contains("\"nosuch\"")
+        },
+    );
+    assert!(
+        message.contains("snowid has not learnt this node's shards from Citus"),
+        "{message}"
+    );
+    alter_system(&mut client_on(w).unwrap(), "snowid.citus_database", None);
+    wait_until(
+        "both nodes generate for their own group's shards again",
+        Duration::from_secs(30),
+        || ids_on(w, 32, 63, 10).is_ok() && ids_on(c, 0, 31, 10).is_ok(),
+    );
+
+    // Every shard of the worker's group released.
+    client_on(w)
+        .unwrap()
+        .batch_execute("SELECT snowid_release(s) FROM generate_series(32, 63) s")
+        .unwrap();
+    let message = describe(&error_of(w, "SELECT snowid_next()"));
+    assert!(
+        message.contains("every shard of its claim is released")
+            && !message.contains("past the 256"),
+        "{message}"
+    );
+}
+
+/// Guards against an overlap that outlives its cause (issue 55, items 2 and 3). A coordinator
+/// and two workers left at the default (groups 0, 1 and 2):
+/// - the second worker set to 40-50, inside the first worker's shards, and reloaded: both refuse
+///   40-50, each naming the other; then reset and reloaded, and asked for nothing since, the
+///   first worker takes 40-50 back all the same, within seconds. Before 0.8.0 a reload started
+///   no check, and the first worker refused 40-50 until the second next generated;
+/// - a statement on the second worker that calls `snowid_next()` every 10 ms spans a reload into
+///   40-50 and a reset, while new sessions generate there too: the statement's session keeps its
+///   settings as they were when it began, and the check follows the server's. Before 0.8.0 every
+///   new session was refused from seconds after the reset until a restart (the shards of the
+///   40-50 check were published with the fingerprint of the default's); now every new session
+///   generates for the second worker's shards, from shortly after the reset to seconds after
+///   the statement ends.
+#[test]
+fn an_overlap_ends_on_both_nodes_with_the_reload_that_ends_it() {
+    skip_without_citus!();
+    let citus = start_three_nodes();
+    let (w1, w2) = (citus.workers[0].port, citus.workers[1].port);
+    let (name_w1, name_w2) = (format!("127.0.0.1:{w1}"), format!("127.0.0.1:{w2}"));
+
+    set_shards(w2, Some("40-50"));
+    // Generate on the second worker once, as 0.7.0 needed for its check.
+    let message = describe(&error_of(w2, "SELECT snowid_next()"));
+    assert!(
+        message.contains(&name_w1) && message.contains("40-50"),
+        "{message}"
+    );
+    wait_until(
+        "the first worker refuses 40-50",
+        Duration::from_secs(30),
+        || generates(w1) == "32-39,51-63",
+    );
+    let message = describe(&error_of(w1, "SELECT snowid_next(45)"));
+    assert!(
+        message.contains(&name_w2) && message.contains("40-50"),
+        "{message}"
+    );
+    set_shards(w2, None);
+    let reset = Instant::now();
+    wait_until(
+        "the first worker takes 40-50 back, with nothing generated on the second since",
+        Duration::from_secs(15),
+        || generates(w1) == block_text(1),
+    );
+    println!(
+        "the first worker took 40-50 back {:.2} s after the second reset its set",
+        reset.elapsed().as_secs_f64()
+    );
+    ids_on(w1, 40, 50, 100).unwrap();
+
+    // A statement spanning a reload into 40-50 and a reset.
+    let statement = thread::spawn(move || {
+        client_on(w2).unwrap().batch_execute(
+            "DO $$ BEGIN FOR i IN 1..400 LOOP
+                 BEGIN PERFORM snowid_next(); EXCEPTION WHEN OTHERS THEN NULL; END;
+                 PERFORM pg_sleep(0.01);
+             END LOOP; END $$",
+        )
+    });
+    let new_session = || -> Result<i32, String> {
+        client_on(w2)
+            .unwrap()
+            .query_one("SELECT snowid_shard(snowid_next())", &[])
+            .map(|row| row.get(0))
+            .map_err(|e| describe(&e))
+    };
+    thread::sleep(Duration::from_millis(500));
+    // New sessions throughout, four at a time, across both reloads.
+    let stop = AtomicBool::new(false);
+    thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = new_session();
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(300));
+        set_shards(w2, Some("40-50"));
+        thread::sleep(Duration::from_millis(700));
+        set_shards(w2, None);
+        thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let shown: String = client_on(w2)
+        .unwrap()
+        .query_one("SHOW snowid.shards", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(shown, "0-8191");
+    wait_until(
+        "a new session on the second worker generates after the reset",
+        Duration::from_secs(10),
+        || new_session().is_ok(),
+    );
+    let mut sessions = 0;
+    let until = Instant::now() + Duration::from_secs(6);
+    while !statement.is_finished() || Instant::now() < until {
+        let shard = new_session()
+            .unwrap_or_else(|e| panic!("a new session on the second worker, after the reset: {e}"));
+        assert!(group_shards(2).contains(&shard), "shard {shard}");
+        sessions += 1;
+        thread::sleep(Duration::from_millis(50));
+    }
+    statement.join().unwrap().unwrap();
+    println!("{sessions} new sessions generated on the second worker after the reset");
+}
+
+/// Generates IDs for the shards `first` to `last` on each of `workers` at once, over their
+/// sockets, in rounds for three seconds, adding them to `ids` (one list per worker). Returns each
+/// one's last refusal (empty where it never refused).
+fn generate_over_sockets(
+    workers: &[Cluster],
+    (first, last): (i32, i32),
+    ids: &mut [Vec<i64>],
+) -> Vec<String> {
+    let mut refusals = vec![String::new(); workers.len()];
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let round: Vec<Result<Vec<i64>, String>> = thread::scope(|scope| {
+            let handles: Vec<_> = workers
+                .iter()
+                .map(|worker| scope.spawn(move || ids_by_socket(worker, first, last, 2000)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (k, result) in round.into_iter().enumerate() {
+            match result {
+                Ok(more) => ids[k].extend(more),
+                Err(why) => refusals[k] = why,
+            }
+        }
+    }
+    refusals
+}
+
+/// [`ids_by`] over the node's Unix socket (see `snowid_integration::citus::socket_client`).
+fn ids_by_socket(node: &Cluster, first: i32, last: i32, count: i32) -> Result<Vec<i64>, String> {
+    ids_by(&mut socket_client(node), first, last, count)
+}
+
+/// Guards against two nodes set by hand to the same shards both generating for them (issue 51,
+/// item 8, and issue 55, item 4). A coordinator and two workers:
+/// - the database owner of the Citus database (`postgres`, owned by a role that is no superuser)
+///   creates `public.snowid_citus_claim(integer, text, integer DEFAULT 0)` on every node, which
+///   made 0.7.0's question to another node ambiguous, and an error was taken as that node
+///   claiming only its group's shards; then both workers are set to 5000-5009: they generate for
+///   those shards, each statement 2,000 IDs across them, until both refuse them, naming each
+///   other, with no ID issued by both;
+/// - both reset; the first set to 6000-6009 while every node can reach it; then both cut off
+///   from every other node (their `pg_hba.conf` rejects every TCP connection), and the second set
+///   to 6000-6009 too. Before 0.8.0 each took the other, unreachable, to claim its group's shards,
+///   and both generated for 6000-6009 for as long as they ran, even once they could reach each
+///   other again. Now the second, cut off, refuses them (the first has not heard it claim them),
+///   while the first generates, both at once, for seconds; connected again, with nothing reloaded,
+///   both refuse 6000-6009 within seconds (the checker asks again while a node could not be heard
+///   from), each naming the other as claiming them; and no ID is issued by both. Both set to
+///   7000-7009 while cut off from each other: neither generates for them, each saying the other
+///   has not heard it claim them; connected again, both refuse them for each other's claim.
+#[test]
+fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did() {
+    skip_without_citus!();
+    let citus = start_three_nodes();
+    let (w1, w2) = (citus.workers[0].port, citus.workers[1].port);
+    let (name_w1, name_w2) = (format!("127.0.0.1:{w1}"), format!("127.0.0.1:{w2}"));
+    // On each node, with Citus's propagation of DDL off (each node gets its own).
+    for node in citus.nodes() {
+        node.client()
+            .batch_execute(
+                "SET citus.enable_ddl_propagation TO off;
+                 CREATE ROLE mallory LOGIN; ALTER DATABASE postgres OWNER TO mallory;",
+            )
+            .unwrap();
+        node.client_as("mallory", "postgres")
+            .batch_execute(
+                "SET citus.enable_ddl_propagation TO off;
+                 CREATE FUNCTION public.snowid_citus_claim(integer, text, integer DEFAULT 0)
+                 RETURNS text LANGUAGE sql AS $$ SELECT 'group:' $$;
+                 ALTER DATABASE postgres SET search_path = public, pg_catalog;",
+            )
+            .unwrap_or_else(|e| panic!("the owner's objects: {}", describe(&e)));
+    }
+    set_shards(w1, Some("5000-5009"));
+    set_shards(w2, Some("5000-5009"));
+    let mut ids = vec![Vec::new(), Vec::new()];
+    let refusals =
+        generate_until_all_refuse(&[w1, w2], (5000, 5009), &mut ids, Duration::from_secs(30));
+    println!("two workers set to 5000-5009: {refusals:#?}");
+    assert_eq!(
+        issued_twice(&[&ids[0], &ids[1]]),
+        0,
+        "IDs issued by both workers"
+    );
+    assert!(refusals[0].contains(&name_w2), "{}", refusals[0]);
+    assert!(refusals[1].contains(&name_w1), "{}", refusals[1]);
+
+    // The first worker set to 6000-6009 while every node can reach it; then both cut off from
+    // each other, and the second set to 6000-6009 too.
+    set_shards(w1, None);
+    set_shards(w2, None);
+    set_shards(w1, Some("6000-6009"));
+    wait_until(
+        "the first worker generates for 6000-6009",
+        Duration::from_secs(30),
+        || ids_on(w1, 6000, 6009, 10).is_ok(),
+    );
+    for worker in &citus.workers {
+        cut_off(worker, true);
+    }
+    alter_system(
+        &mut socket_client(&citus.workers[1]),
+        "snowid.shards",
+        Some("6000-6009"),
+    );
+    // Both keep on at it, at the same time, as long as they are cut off: the first generates, the
+    // second refuses, since the first has not heard it claim those shards (or, where the second
+    // heard the first's claim before it was cut off, since the first claims them).
+    let mut ids = [Vec::new(), Vec::new()];
+    let refusals = generate_over_sockets(&citus.workers, (6000, 6009), &mut ids);
+    println!(
+        "cut off: the first worker issued {} IDs for 6000-6009, the second {} ({})",
+        ids[0].len(),
+        ids[1].len(),
+        refusals[1]
+    );
+    assert!(
+        refusals[0].is_empty(),
+        "the first worker refuses: {}",
+        refusals[0]
+    );
+    assert!(
+        ids[1].is_empty() && refusals[1].contains(&name_w1),
+        "the second worker, set while it cannot reach the first, generates for the first's shards \
+         ({} IDs issued by both): {}",
+        issued_twice(&[&ids[0], &ids[1]]),
+        refusals[1]
+    );
+
+    // Connected again, nothing reloaded: they find the overlap and both refuse, each naming the
+    // other as claiming the shards.
+    for worker in &citus.workers {
+        cut_off(worker, false);
+    }
+    let connected = Instant::now();
+    let refusals =
+        generate_until_all_refuse(&[w1, w2], (6000, 6009), &mut ids, Duration::from_secs(20));
+    println!(
+        "connected again, both refuse 6000-6009 after {:.2} s: {refusals:#?}",
+        connected.elapsed().as_secs_f64()
+    );
+    assert!(refusals[0].contains(&name_w2), "{}", refusals[0]);
+    assert!(
+        refusals[1].contains(&name_w1) && !refusals[1].contains("has not heard"),
+        "{}",
+        refusals[1]
+    );
+    assert_eq!(
+        issued_twice(&[&ids[0], &ids[1]]),
+        0,
+        "IDs issued by both workers"
+    );
+
+    // Both set to 7000-7009 while cut off from each other: neither has heard the other claim
+    // them, and neither generates for them until they have.
+    set_shards(w1, None);
+    set_shards(w2, None);
+    for worker in &citus.workers {
+        cut_off(worker, true);
+    }
+    for worker in &citus.workers {
+        alter_system(
+            &mut socket_client(worker),
+            "snowid.shards",
+            Some("7000-7009"),
+        );
+    }
+    let mut ids = [Vec::new(), Vec::new()];
+    let refusals = generate_over_sockets(&citus.workers, (7000, 7009), &mut ids);
+    println!("both set while cut off: {refusals:#?}");
+    for (k, other) in [(0, &name_w2), (1, &name_w1)] {
+        assert!(
+            ids[k].is_empty()
+                && refusals[k].contains(other)
+                && refusals[k].contains("has not heard"),
+            "a worker set while it cannot reach the other generates ({} IDs issued by both): {}",
+            issued_twice(&[&ids[0], &ids[1]]),
+            refusals[k]
+        );
+    }
+    for worker in &citus.workers {
+        cut_off(worker, false);
+    }
+    wait_until(
+        "the workers, connected again, refuse 7000-7009 for each other's claims",
+        Duration::from_secs(20),
+        || {
+            [w1, w2].iter().zip(ids.iter_mut()).all(|(&port, ids)| {
+                match ids_on(port, 7000, 7009, 2000) {
+                    Ok(more) => {
+                        ids.extend(more);
+                        false
+                    }
+                    Err(why) => !why.contains("has not heard"),
+                }
+            })
+        },
+    );
+    assert!(
+        ids.iter().all(Vec::is_empty),
+        "7000-7009 generated ({} IDs issued by both)",
+        issued_twice(&[&ids[0], &ids[1]])
+    );
+}
+
+/// Guards against a node added to a Citus cluster issuing IDs another node issued (issue 55,
+/// items 5 and 7). A coordinator and two workers left at the default (groups 0, 1 and 2), and a
+/// table keyed by `DEFAULT snowid_next()`:
+/// - a server with the citus extension that is in no cluster yet (group 0, like the
+///   coordinator), its clock 30 s ahead, generates IDs on its own, in four sessions, before
+///   `citus_add_node` joins it: the coordinator, which claims those shards, logs them with the
+///   node and the last ID, and so does the new node; and since that ID is dated after the
+///   coordinator's clock, the coordinator refuses those shards, naming the node and the ID, until
+///   `snowid_resume_above` of it, after which its IDs for them are above every one the new node
+///   issued. Before 0.8.0 nothing was said, and the coordinator issued IDs for those shards
+///   below the new node's;
+/// - the second worker drained and removed, and left running (routing inserts with the metadata
+///   it had), and Citus's group sequence moved to 255, as 219 nodes added and removed since would
+///   leave it: the new node, in group 256, is refused with a hint that names no shard of a group
+///   given out as free, and gives instead the way to take a removed node's, once that node is
+///   stopped for good, with the resume above their highest ID. Before 0.8.0 the hint named the
+///   removed node's shards as claimed by no node, and followed, gave duplicates with it. Followed
+///   now (the second worker stopped, the resume run, the set given), the new node's IDs are above
+///   every ID of those shards, and none equals one the removed worker issued.
+#[test]
+fn a_node_that_joins_after_generating_or_past_the_capacity_meets_no_ones_ids() {
+    skip_without_citus!();
+    let mut citus = start_three_nodes();
+    create_rows(&citus);
+    let (c, w2) = (citus.coordinator.port, citus.workers[1].port);
+    let name_c = format!("127.0.0.1:{c}");
+
+    // A server of its own, its clock ahead, generates before it joins.
+    let w3 = CitusCluster::new_node_with_clock("+30s");
+    let name_w3 = format!("127.0.0.1:{}", w3.port);
+    let before: Vec<i64> = thread::scope(|scope| {
+        let sessions: Vec<_> = (0..4)
+            .map(|_| {
+                let node = &w3;
+                scope.spawn(move || {
+                    let mut db = node.client();
+                    db.query_one(
+                        "SELECT array_agg(snowid_next()) FROM generate_series(1, 5000)",
+                        &[],
+                    )
+                    .unwrap()
+                    .get::<_, Vec<i64>>(0)
+                })
+            })
+            .collect();
+        sessions
+            .into_iter()
+            .flat_map(|s| s.join().unwrap())
+            .collect()
+    });
+    let used: std::collections::BTreeSet<i32> =
+        before.iter().map(|id| ((id >> 10) & 8191) as i32).collect();
+    let last = *before.iter().max().unwrap();
+    println!(
+        "the new node generated {} IDs on shards {used:?}, up to {last}",
+        before.len()
+    );
+    assert!(used.iter().all(|s| group_shards(0).contains(s)));
+
+    // The second worker drained and removed, left running; the group sequence at 255.
+    let mut db = citus.client();
+    for command in ["citus_drain_node", "citus_remove_node"] {
+        on_a_node(&citus, command, w2);
+    }
+    db.batch_execute("SELECT setval('pg_catalog.pg_dist_groupid_seq', 255)")
+        .unwrap();
+    assert_eq!(citus.add(&w3), 256);
+
+    // The coordinator refuses the shards the new node used, until it resumes above its IDs.
+    let shard = *used.iter().next().unwrap();
+    let refused = |sql: &str| -> String { describe(&error_of(c, sql)) };
+    wait_until(
+        "the coordinator refuses the shards the new node used",
+        Duration::from_secs(30),
+        || {
+            client_on(c)
+                .unwrap()
+                .query_one(&format!("SELECT snowid_next({shard})"), &[])
+                .is_err()
+        },
+    );
+    let message = refused(&format!("SELECT snowid_next({shard})"));
+    println!("the coordinator, for shard {shard}: {message}");
+    assert!(
+        message.contains(&name_w3) && message.contains(&last.to_string()),
+        "{message}"
+    );
+    for (node, what) in [(&citus.coordinator, &name_w3), (&w3, &name_c)] {
+        wait_until("the join is logged", Duration::from_secs(10), || {
+            node.log()
+                .lines()
+                .any(|l| l.contains("issued IDs for snowid shards") && l.contains(what.as_str()))
+        });
+    }
+    let mut after_join = Vec::new();
+    client_on(c)
+        .unwrap()
+        .execute("SELECT snowid_resume_above($1)", &[&last])
+        .unwrap_or_else(|e| panic!("snowid_resume_above: {}", describe(&e)));
+    for &s in &used {
+        after_join.extend(ids_on(c, s, s, 500).unwrap());
+    }
+    assert_eq!(
+        after_join.iter().filter(|&&id| id <= last).count(),
+        0,
+        "IDs the coordinator issued for the new node's shards at or below its last"
+    );
+    assert_eq!(issued_twice(&[&before, &after_join]), 0);
+
+    // The new node, in group 256, and the hint it gets.
+    let (err, hint) = error_and_hint(w3.port, "SELECT snowid_next()");
+    println!("snowid_next() in group 256: {err} (hint: {hint})");
+    assert!(
+        err.contains("its group, 256, is past the 256 groups"),
+        "{err}"
+    );
+    let mut on_w2 = ids_on(w2, 64, 95, 2000).unwrap();
+    if let Some(free) = hint
+        .split("such as ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+    {
+        // The hint names shards as free: take them while the removed worker still runs.
+        set_shards(w3.port, Some(free));
+        let mut on_w3 = Vec::new();
+        let limit = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < limit {
+            on_w3.extend(ids_on(w3.port, 64, 95, 2000).unwrap_or_default());
+            on_w2.extend(ids_on(w2, 64, 95, 2000).unwrap());
+        }
+        panic!(
+            "the hint named {free} as free: taken, {} IDs were issued by both the removed worker \
+             and the new node",
+            issued_twice(&[&on_w2, &on_w3])
+        );
+    }
+    assert!(
+        hint.contains("BETWEEN 64 AND 95") && hint.contains("snowid_resume_above"),
+        "the hint gives the removed worker's shards with the resume: {hint}"
+    );
+    // Followed: the removed worker stopped for good, the resume above their highest ID, the set.
+    citus.workers[1].stop("fast");
+    let highest: i64 = db
+        .query_one(
+            "SELECT greatest(max(id), $1) FROM rows WHERE snowid_shard(id) BETWEEN 64 AND 95",
+            &[on_w2.iter().max().unwrap()],
+        )
+        .unwrap()
+        .get(0);
+    client_on(w3.port)
+        .unwrap()
+        .execute("SELECT snowid_resume_above($1)", &[&highest])
+        .unwrap();
+    set_shards(w3.port, Some("64-95"));
+    let mut on_w3 = Vec::new();
+    wait_until(
+        "the new node generates for 64-95",
+        Duration::from_secs(30),
+        || {
+            ids_on(w3.port, 64, 95, 2000)
+                .map(|ids| on_w3.extend(ids))
+                .is_ok()
+        },
+    );
+    assert!(on_w3.iter().all(|&id| id > highest));
+    assert_eq!(issued_twice(&[&on_w2, &on_w3]), 0);
 }
