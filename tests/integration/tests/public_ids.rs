@@ -145,11 +145,13 @@ fn a_second_databases_owner_reads_no_other_databases_ids_or_keys() {
     let cluster = with_keys(&format!("* 1 {DEFAULT_KEY}\napp 1 {KEY}\n"), &[]);
     let mut superuser = cluster.client();
     superuser
-        .batch_execute(
-            "CREATE ROLE mallory LOGIN; GRANT pg_monitor TO mallory;
-             CREATE DATABASE app; CREATE DATABASE shop; CREATE DATABASE mall OWNER mallory;",
-        )
+        .batch_execute("CREATE ROLE mallory LOGIN; GRANT pg_monitor TO mallory")
         .unwrap();
+    for database in ["app", "shop", "mall OWNER mallory"] {
+        superuser
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .unwrap();
+    }
     let id = 8_388_613_127i64;
     let mut victims = Vec::new();
     for (database, mask) in [("app", own(KEY)), ("shop", derived(DEFAULT_KEY, "shop"))] {
@@ -272,50 +274,23 @@ fn the_key_file_is_read_at_start_and_reload_only() {
     cluster.stop("fast");
 
     // At start, each of these stops the server, saying why.
-    for (contents, mode, setting, logged) in [
-        (
-            format!("* 1 {KEY}\n"),
-            "644",
-            None,
-            "has group or world access",
-        ),
-        (
-            format!("* 1 {KEY}\n"),
-            "640",
-            None,
-            "has group or world access",
-        ),
+    for (contents, mode, logged) in [
+        (format!("* 1 {KEY}\n"), "644", "has group or world access"),
+        (format!("* 1 {KEY}\n"), "640", "has group or world access"),
         (
             format!("* 1 {KEY} unmask-only\n"),
             "600",
-            None,
-            "every key of the default (*) is unmask-only",
+            "Every key of the default (*) is unmask-only",
         ),
         (
             format!("* 1 {mistyped}\n"),
             "600",
-            None,
             "Line 1: character 32 of the key",
-        ),
-        (
-            format!("* 1 {KEY}\n"),
-            "600",
-            Some(format!("'{KEY}'")),
-            "unrecognized configuration parameter \"snowid.mask_key\"",
         ),
     ] {
         put_keys_with_mode(&cluster, &contents, mode);
-        if let Some(old) = &setting {
-            cluster.set("snowid.mask_key", old);
-        }
         let log = cluster.start().expect_err(logged);
         assert!(log.contains(logged), "{logged}: {log}");
-        if setting.is_some() {
-            assert!(log.contains("Move the key into the key file"), "{log}");
-            cluster.set("snowid.mask_key", "''");
-            // An empty value of the old setting is still refused: the line must go.
-            assert!(cluster.start().is_err());
-        }
     }
     cluster.remove_file(KEY_FILE);
     let log = cluster.start().expect_err("a missing key file");
@@ -323,6 +298,18 @@ fn the_key_file_is_read_at_start_and_reload_only() {
         log.contains("could not access mask key file \"mask.keys\""),
         "{log}"
     );
+    // 0.7.0's setting, with a good key file: the server says how to move the key, and starts
+    // once the line is gone (an empty value still names the setting).
+    put_keys(&cluster, &format!("* 1 {KEY}\n"));
+    cluster.set("snowid.mask_key", &format!("'{KEY}'"));
+    let log = cluster.start().expect_err("0.7.0's setting");
+    assert!(
+        log.contains("unrecognized configuration parameter \"snowid.mask_key\""),
+        "{log}"
+    );
+    assert!(log.contains("Move the key into the key file"), "{log}");
+    cluster.set("snowid.mask_key", "''");
+    assert!(cluster.start().is_err(), "an empty snowid.mask_key");
     assert_no_key(
         &cluster.log(),
         &[KEY, NEXT_KEY, &mistyped],
@@ -341,9 +328,9 @@ fn the_key_file_is_read_at_start_and_reload_only() {
 fn a_new_key_version_masks_while_old_links_still_read() {
     let cluster = with_keys(&format!("* 1 {DEFAULT_KEY}\napp 1 {KEY}\n"), &[]);
     let mut db = cluster.client();
+    db.batch_execute("CREATE DATABASE app").unwrap();
     db.batch_execute(
-        "CREATE DATABASE app;
-         CREATE DATABASE asc_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;",
+        "CREATE DATABASE asc_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0",
     )
     .unwrap();
     let mut app = cluster.client_of("app");
@@ -760,11 +747,16 @@ fn a_lookup_by_public_id_reaches_one_citus_shard() {
         "{fingerprints:?}"
     );
     let mut db = citus.client();
+    for sql in [
+        "CREATE TABLE photos (id bigint PRIMARY KEY DEFAULT snowid_next(), url text)",
+        "SELECT create_distributed_table('photos', 'id')",
+        "INSERT INTO photos (url) SELECT 'photo ' || g FROM generate_series(1, 100) g",
+    ] {
+        db.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
     db.batch_execute(
-        "CREATE TABLE photos (id bigint PRIMARY KEY DEFAULT snowid_next(), url text);
-         SELECT create_distributed_table('photos', 'id');
-         INSERT INTO photos (url) SELECT 'photo ' || g FROM generate_series(1, 100) g;
-         CREATE FUNCTION photo_by_url_id(url_id text) RETURNS SETOF photos
+        "CREATE FUNCTION photo_by_url_id(url_id text) RETURNS SETOF photos
          LANGUAGE plpgsql STABLE AS $$
          DECLARE
              photo_id bigint := snowid_unmask_text(url_id);
@@ -801,7 +793,9 @@ fn a_lookup_by_public_id_reaches_one_citus_shard() {
             .to_string()
     };
     let plain = format!("SELECT url FROM photos WHERE id = snowid_unmask_text('{link}')");
-    assert_eq!(tasks(&mut db, &plain), "Task Count: 32", "the plain form");
+    let every_shard = tasks(&mut db, "SELECT url FROM photos");
+    assert_ne!(every_shard, "Task Count: 1");
+    assert_eq!(tasks(&mut db, &plain), every_shard, "the plain form");
     db.batch_execute("PREPARE photo_by_id(bigint) AS SELECT url FROM photos WHERE id = $1")
         .unwrap();
     let unmasked: i64 = one(&mut db, &format!("SELECT snowid_unmask_text('{link}')"));
@@ -817,6 +811,6 @@ fn a_lookup_by_public_id_reaches_one_citus_shard() {
         .unwrap()
         .get(0);
     assert_eq!(found, url);
-    let err = db.batch_execute(&plain).unwrap_err();
-    assert!(err.to_string().contains("multi-task"), "{err}");
+    let refused = everything_shown(&mut db, &plain);
+    assert!(refused.contains("multi-task"), "{refused}");
 }
