@@ -497,7 +497,7 @@ fn a_malformed_key_file_is_refused_without_repeating_a_key() {
     let key = "2b7e151628aed2a6abf7158809cf4f3c";
     let cases: [(String, keys::FileError); 9] = [
         (format!("app 1 {key}\napp 1 {key}"), Duplicate(2, 1)),
-        (format!("app 1\n"), Fields(1, 2)),
+        ("app 1\n".to_string(), Fields(1, 2)),
         (format!("app 1 {key} unmask-only extra"), Fields(1, 5)),
         (format!("app 0 {key}"), Version(1)),
         (format!("app 32 {key}"), Version(1)),
