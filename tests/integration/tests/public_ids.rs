@@ -697,8 +697,10 @@ fn no_keys_refuse_and_name_the_setting() {
     assert_eq!(masked, own(KEY).mask(1).unwrap());
 }
 
-/// Guards against masking without the server's keys: without preloading, the functions refuse
-/// (55000, naming the fix), and `snowid.mask_key_file` is only a path any role may see.
+/// Guards against masking without the server's keys, and against a key in public view where
+/// snowid is not preloaded (0.7.0's `snowid.mask_key` was then a placeholder any role could
+/// SHOW): the functions refuse (55000, naming the fix), and what any role sees of the setting is
+/// a path.
 #[test]
 fn without_preloading_the_mask_refuses() {
     let mut cluster = Cluster::init();
@@ -706,7 +708,14 @@ fn without_preloading_the_mask_refuses() {
     cluster.set("snowid.mask_key_file", &format!("'{KEY_FILE}'"));
     cluster.start().unwrap();
     let mut db = cluster.client();
-    db.batch_execute("CREATE EXTENSION snowid").unwrap();
+    db.batch_execute("CREATE EXTENSION snowid; CREATE ROLE reader LOGIN")
+        .unwrap();
+    let mut reader = cluster.client_as("reader", "postgres");
+    let shown = everything_shown(&mut reader, "SHOW snowid.mask_key_file");
+    assert_eq!(shown, KEY_FILE);
+    for sql in ["SHOW ALL", "SELECT * FROM pg_settings"] {
+        assert_no_key(&everything_shown(&mut reader, sql), &[KEY], sql);
+    }
     for (sql, db_err) in errors_of_every_function(&mut db) {
         assert_eq!(db_err.code().code(), "55000", "{sql}: {db_err}");
         assert_eq!(
