@@ -71,3 +71,46 @@ STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_citus_nodes_wrapper';
 COMMENT ON FUNCTION @extschema@.snowid_citus_nodes() IS
     'On Citus: every node of the cluster as this node''s last check of its shards found it (waiting for a check that is due): the shards each claims, the group each takes itself to be in, the shards this node generates for, and those of its claim another node claims too, which neither generates for.';
+
+-- Public IDs (issue 54): the keys come from the file snowid.mask_key_file names, one per
+-- database and versioned; domains (FF1's tweak) and prefixes; the keys' fingerprints, to compare
+-- servers. The four 0.7.0 functions keep their signatures and symbols (their comments no longer
+-- name the removed setting snowid.mask_key).
+CREATE FUNCTION @extschema@.snowid_mask(id pg_catalog.int8, domain pg_catalog.text) RETURNS pg_catalog.int8
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_mask_in_domain_wrapper';
+CREATE FUNCTION @extschema@.snowid_unmask(masked pg_catalog.int8, domain pg_catalog.text, version pg_catalog.int4 DEFAULT NULL) RETURNS pg_catalog.int8
+STABLE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_unmask_in_domain_wrapper';
+CREATE FUNCTION @extschema@.snowid_mask_text(id pg_catalog.int8, domain pg_catalog.text, prefix pg_catalog.text DEFAULT '') RETURNS pg_catalog.text
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_mask_text_in_domain_wrapper';
+CREATE FUNCTION @extschema@.snowid_unmask_text(masked pg_catalog.text, domain pg_catalog.text, prefix pg_catalog.text DEFAULT '') RETURNS pg_catalog.int8
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_unmask_text_in_domain_wrapper';
+CREATE FUNCTION @extschema@.snowid_mask_keys() RETURNS TABLE (version pg_catalog.int4, masks pg_catalog.bool, fingerprint pg_catalog.text, derived pg_catalog.bool)
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_mask_keys_wrapper';
+CREATE FUNCTION @extschema@.snowid_mask_key_fingerprint() RETURNS pg_catalog.text
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowid_mask_key_fingerprint_wrapper';
+COMMENT ON FUNCTION @extschema@.snowid_mask(pg_catalog.int8) IS
+    'An ID''s public form: a non-negative bigint that says nothing of the ID''s time, shard or order without the key (FF1 of NIST SP 800-38G under this database''s key from snowid.mask_key_file). STABLE: the key can change.';
+COMMENT ON FUNCTION @extschema@.snowid_unmask(pg_catalog.int8) IS
+    'The ID a public form from snowid_mask stands for, under the key version that masks: for lookups, WHERE id = snowid_unmask($1).';
+COMMENT ON FUNCTION @extschema@.snowid_mask_text(pg_catalog.int8) IS
+    'An ID''s public form for URLs: snowid_mask as 13 symbols of Crockford''s base32, after a symbol of the key''s version from version 2.';
+COMMENT ON FUNCTION @extschema@.snowid_unmask_text(pg_catalog.text) IS
+    'The ID a text from snowid_mask_text stands for, under the key version it names (any case; I, L and O read as 1, 1 and 0).';
+COMMENT ON FUNCTION @extschema@.snowid_mask(pg_catalog.int8, pg_catalog.text) IS
+    'An ID''s public form in a domain (a table or type name, FF1''s tweak): two domains give one ID unrelated forms.';
+COMMENT ON FUNCTION @extschema@.snowid_unmask(pg_catalog.int8, pg_catalog.text, pg_catalog.int4) IS
+    'The ID a public form from snowid_mask(id, domain) stands for, under a key version (null: the one that masks).';
+COMMENT ON FUNCTION @extschema@.snowid_mask_text(pg_catalog.int8, pg_catalog.text, pg_catalog.text) IS
+    'An ID''s public form for URLs in a domain, after a prefix and _ where one is given (ord_...).';
+COMMENT ON FUNCTION @extschema@.snowid_unmask_text(pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+    'The ID a text from snowid_mask_text(id, domain, prefix) stands for; a text without the prefix is refused.';
+COMMENT ON FUNCTION @extschema@.snowid_mask_keys() IS
+    'This database''s mask key versions: which masks, each one''s fingerprint (safe to show), and whether they are the default''s derived for this database.';
+COMMENT ON FUNCTION @extschema@.snowid_mask_key_fingerprint() IS
+    'This database''s mask keys'' fingerprints in one line: equal on every node, standby and Patroni member that gives its IDs the same public forms.';

@@ -5,10 +5,11 @@
 //! | SQLSTATE | when |
 //! |---|---|
 //! | 22003 | a shard or sequence number outside its field, or a negative ID (or masked ID) |
+//! | F0000 | at start-up: a mask key file that cannot be used (read, owned, permitted or parsed), or 0.7.0's `snowid.mask_key` still set |
 //! | 22004 | `snowid_fill_id` found no key to derive a shard from; a null in an operator function's array argument |
 //! | 22008 | a timestamp outside the range the epoch can encode, or an infinite bound |
-//! | 22023 | a malformed setting, a non-integral shard, a bad argument (partition step, resume, a take-back above another shard's ID) |
-//! | 22P02 | a text that is not a masked ID's text form |
+//! | 22023 | a malformed setting, a non-integral shard, a mask key version the database lacks, a malformed masked ID prefix, a bad argument (partition step, resume, a take-back above another shard's ID, another Citus node's claim) |
+//! | 22P02 | a text that is not a masked ID's text form (or names a key version the database lacks, or lacks its prefix) |
 //! | 25006 | generating on a hot standby or in a read-only transaction |
 //! | 42703, 42804, 39P01 | `snowid_fill_id` used on a column that does not exist or is of the wrong type, or outside a row-level BEFORE INSERT trigger |
 //! | 42501, 42P01 | `snowid_partition_ddl` on a table the caller has no privilege on, or that does not exist |
@@ -17,7 +18,7 @@
 //! | 42P07 | `snowid_partition_ddl` would reuse a name taken by another relation |
 //! | 54000 | the time field is exhausted; too many partitions asked for |
 //! | 53400 | no background worker free to read another database for a resume, or to record a release in it |
-//! | 55000 | masking with no key set, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or issued IDs for, with no shards or every shard released (or while its shards cannot be learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); converting a column with another default, with values at or above the first ID, or below which a table cannot be read (a foreign table, another session's temporary table); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
+//! | 55000 | masking with no key file named, none for the database, or without preloading; generating without preloading, for a shard not owned or released, on a Citus node for a shard another node claims too or issued IDs for, with no shards or every shard released (or while its shards cannot be learnt from Citus), before the epoch, after the epoch moved later, or while fenced (a lost, stale, unreadable or upgraded state); converting a column with another default, with values at or above the first ID, or below which a table cannot be read (a foreign table, another session's temporary table); releasing or taking back while fenced or in single-user mode; taking back a shard not released; a resume while transactions are prepared, above keys it could not read or that are dated further ahead than snowid issues and than accepted, or that cannot tell which shards were released |
 //! | 55P03 | snowid's cluster-wide lock held past its bound by another release, take-back, fence lift, install's commit or `CREATE DATABASE` |
 //! | 0A000 | preparing a transaction that installed or updated snowid |
 //! | 57014 | the synchronous standbys did not confirm a change of the durable state before a cancel: the error names the change, which holds on this server; a release cancelled before it was durable: the error says it was not made |
@@ -1620,45 +1621,111 @@ pub fn invalid_setting_at_startup(name: &str, text: &str, detail: &str, hint: &s
     unreachable!("a FATAL report does not return")
 }
 
-/// The message of a malformed `snowid.mask_key`, at start-up, on reload and in `ALTER SYSTEM`:
-/// unlike PostgreSQL's own, it does not quote the value, which is the key or nearly.
-pub const INVALID_MASK_KEY: &str = "invalid value for parameter \"snowid.mask_key\"";
-pub const MASK_KEY_HINT: &str =
-    "Set snowid.mask_key to 32 hexadecimal digits (such as the output of \
-     `openssl rand -hex 16`), or 48 or 64, in postgresql.conf, then reload.";
+/// The hint of every error about the mask's keys.
+pub const MASK_KEY_FILE_HINT: &str =
+    "Name a file in snowid.mask_key_file, owned by the server's user with permissions u=rw \
+     (0600), holding a line per key such as \"* 1 <32 hexadecimal digits>\" (make a key with \
+     `openssl rand -hex 16`), then reload.";
 
-/// A malformed `snowid.mask_key` at start-up stops the postmaster, as any bad snowid setting
-/// does; the reason never repeats the key.
+/// A key file that cannot be used at start-up stops the postmaster, as any bad snowid setting
+/// does (a reload keeps the last good keys instead). Nothing read from the file is repeated.
 #[track_caller]
-pub fn invalid_mask_key_at_startup(reason: &str) -> ! {
-    ErrorReport::new(ERRCODE_INVALID_PARAMETER_VALUE, INVALID_MASK_KEY, "snowid")
-        .set_detail(detail_line(reason))
-        .set_hint(MASK_KEY_HINT)
+pub fn invalid_mask_key_file_at_startup(message: &str, detail: Option<&str>) -> ! {
+    let mut report = ErrorReport::new(ERRCODE_CONFIG_FILE_ERROR, message.to_string(), "snowid");
+    if let Some(detail) = detail {
+        report = report.set_detail(detail);
+    }
+    report
+        .set_hint(MASK_KEY_FILE_HINT)
         .report(PgLogLevel::FATAL);
     unreachable!("a FATAL report does not return")
 }
 
-/// A mask function with no key set. `what` is the function, such as `snowid_mask`.
+/// 0.7.0's `snowid.mask_key` in the configuration stops the postmaster: 0.8.0 reads keys from
+/// a file only, and the line would leave a key where every role can read it. The value is not
+/// repeated.
 #[track_caller]
-pub fn mask_key_not_set(what: &str) -> ! {
+pub fn removed_mask_key_setting_at_startup() -> ! {
+    ErrorReport::new(
+        ERRCODE_UNDEFINED_OBJECT,
+        "unrecognized configuration parameter \"snowid.mask_key\"",
+        "snowid",
+    )
+    .set_detail(
+        "snowid 0.8.0 reads the public IDs' keys from the file snowid.mask_key_file names, \
+         never from a setting, which PostgreSQL shows to every role where snowid is not loaded.",
+    )
+    .set_hint(
+        "Move the key into the key file as version 1 of each database that masked with it \
+         (a line \"<database> 1 <key>\"), set snowid.mask_key_file, and delete the \
+         snowid.mask_key line.",
+    )
+    .report(PgLogLevel::FATAL);
+    unreachable!("a FATAL report does not return")
+}
+
+/// A mask function with no key file named. `what` is the function, such as `snowid_mask`.
+#[track_caller]
+pub fn mask_key_file_not_set(what: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowid.mask_key is not set".into(),
+        "snowid.mask_key_file is not set".into(),
         Some(format!(
-            "{what} masks IDs with the key in snowid.mask_key, and no key is set on this server."
+            "{what} masks IDs with the keys in the file snowid.mask_key_file names, and it names \
+             none on this server."
         )),
-        Some(MASK_KEY_HINT.into()),
+        Some(MASK_KEY_FILE_HINT.into()),
     )
 }
 
-/// A mask function on a server that did not preload snowid: its key setting exists, hidden from
-/// all but superusers, only when snowid is preloaded.
+/// A mask function in a database the key file gives no key for.
+#[track_caller]
+pub fn no_mask_key_for_database(what: &str, database: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("the mask key file has no key for database \"{database}\""),
+        Some(format!(
+            "{what} uses the database's own keys or the default's (*), and the file \
+             snowid.mask_key_file names has neither."
+        )),
+        Some(
+            "Add a line for the database, or a default line (*), to the key file, then reload."
+                .into(),
+        ),
+    )
+}
+
+/// A mask function on a server that did not preload snowid: its keys are read only there.
 #[track_caller]
 pub fn mask_not_preloaded(what: &str) -> ! {
     raise_not_preloaded(format!(
-        "{what} reads its key from snowid.mask_key, a setting that is hidden from all but \
-         superusers only when the server loads snowid at start-up."
+        "{what} reads its keys from the file snowid.mask_key_file names, which the server reads \
+         only when it loads snowid at start-up."
     ))
+}
+
+/// A key version asked for by number that the database's keys lack.
+#[track_caller]
+pub fn no_such_mask_key_version(what: &str, version: i32, versions: &str) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{what}: this database has no mask key of version {version}"),
+        Some(format!("Its key versions are {versions}.")),
+        None,
+    )
+}
+
+/// A prefix the text form cannot carry.
+#[track_caller]
+pub fn invalid_mask_prefix(reason: &str) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        "invalid prefix for a masked snowid".into(),
+        Some(detail_line(reason)),
+        Some(
+            "A prefix has at most 32 ASCII letters, digits and underscores, such as 'ord'.".into(),
+        ),
+    )
 }
 
 /// A negative value given to the mask, which covers 0 to 2^63 - 1. `what` is the function.
@@ -1686,8 +1753,9 @@ pub fn invalid_masked_text(text: &str, reason: &str) -> ! {
         message,
         Some(detail_line(reason)),
         Some(
-            "A masked snowid in text is 13 symbols of Crockford's base32, as snowid_mask_text \
-             writes it."
+            "A masked snowid in text is what snowid_mask_text writes: 13 symbols of Crockford's \
+             base32, after a symbol of the key's version from version 2, after the prefix if one \
+             was given."
                 .into(),
         ),
     )
@@ -1708,7 +1776,7 @@ pub fn unknown_setting_at_startup(name: &str, suggestion: Option<&str>) -> ! {
     report = match suggestion {
         Some(real) => report.set_hint(format!("Perhaps you meant \"{real}\".")),
         None => report
-            .set_hint("The snowid settings are snowid.epoch, snowid.max_lead, snowid.shards and snowid.promotion_margin."),
+            .set_hint("The snowid settings are snowid.epoch, snowid.max_lead, snowid.shards, snowid.promotion_margin and snowid.mask_key_file."),
     };
     report.report(PgLogLevel::FATAL);
     unreachable!("a FATAL report does not return")

@@ -6,7 +6,7 @@
 //! - [`server`]: what runs inside the server: the settings, the shared-memory segment, the
 //!   per-process counts, the protocol's host, the cluster's databases as the resumes and the
 //!   records of releases need them, the releases and resumes themselves, the hooks (utility,
-//!   `pg_upgrade`, the mask key's log line) (its module lists them);
+//!   `pg_upgrade`, the log's statements that name a mask key) (its module lists them);
 //! - [`server::state`]: the durable state: its pages, its WAL records, the witnesses, and
 //!   start-up carried out as the core plans it ([`server::state::startup`]);
 //! - [`errors`]: every error a user can meet, at the bottom: it imports nothing of the above.
@@ -31,7 +31,7 @@ pub mod server;
 pub mod sql;
 
 use server::state::wal_records;
-use server::{citus, counters, mask_key, pg_upgrade, settings, shared_memory, utility_hook};
+use server::{citus, counters, mask_log, pg_upgrade, settings, shared_memory, utility_hook};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -53,7 +53,7 @@ pub extern "C-unwind" fn _PG_init() {
         wal_records::register();
         counters::register();
         utility_hook::install();
-        mask_key::install_log_hook();
+        mask_log::install();
         settings::warn_if_exhaustion_is_near(settings::epoch_unix_ms());
     } else {
         // pg_upgrade loads snowid into the new cluster to check its libraries: the state is

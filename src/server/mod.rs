@@ -2,7 +2,9 @@
 //! segment, the per-process counts, the protocol's host, and the durable state.
 //!
 //! - [`settings`]: the `snowid.*` settings;
-//! - [`mask_key`]: the public IDs' mask derived once per key, and the key kept out of the log;
+//! - [`mask_key`]: the public IDs' keys, read from their file at start and reload, each
+//!   database's resolved once per reload;
+//! - [`mask_log`]: no statement that names a mask key reaches the log;
 //! - [`citus`]: on Citus, the shards this node may generate for, checked against the other
 //!   nodes' off the hot path;
 //! - [`shared_memory`]: the segment, with its concurrency rules, and how it starts;
@@ -28,6 +30,7 @@ pub mod counters;
 pub mod databases;
 pub mod issuing;
 pub mod mask_key;
+pub mod mask_log;
 pub mod pg_host;
 pub mod pg_upgrade;
 pub mod releases;

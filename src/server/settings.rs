@@ -12,9 +12,10 @@
 //!   past the wall clock plus `snowid.max_lead` the time base starts; -1 turns it off.
 //! - `snowid.citus_database` (reload): where Citus is preloaded, the database whose Citus
 //!   metadata gives this server its group (see [`super::citus`]).
-//! - `snowid.mask_key` (reload): the key of the public IDs' mask. Only superusers (and members of
-//!   `pg_read_all_settings`) can read it, and it is left out of `SHOW ALL` and `pg_settings`; no
-//!   error or log line repeats it (see [`super::mask_key`]).
+//! - `snowid.mask_key_file` (reload): the file of the public IDs' keys, read at start and at
+//!   each reload (see [`super::mask_key`]). The setting is a path; no setting holds a key. 0.7.0's
+//!   `snowid.mask_key` is gone: a configuration that still sets it stops the server, naming the
+//!   file to move the key into.
 //!
 //! Settings fail closed. At start-up a malformed or out-of-range value in `postgresql.conf`, or an
 //! unknown `snowid.*` name (a misspelt one), stops the server with the reason in the log, instead
@@ -25,6 +26,7 @@
 //! cannot be defined later. Without preloading, decoding still honours a `snowid.epoch` written in
 //! `postgresql.conf` by reading the placeholder PostgreSQL keeps for it.
 
+use super::mask_key;
 use crate::errors;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
@@ -33,7 +35,6 @@ use snowid_core::clock::SystemClock;
 use snowid_core::epoch;
 use snowid_core::host::Clock;
 use snowid_core::layout::Shard;
-use snowid_core::mask;
 use snowid_core::shard_set::{LiveShardSet, ShardSet};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::Relaxed};
@@ -42,7 +43,7 @@ const EPOCH_NAME: &CStr = c"snowid.epoch";
 const MAX_LEAD_NAME: &CStr = c"snowid.max_lead";
 const SHARDS_NAME: &CStr = c"snowid.shards";
 const PROMOTION_MARGIN_NAME: &CStr = c"snowid.promotion_margin";
-pub const MASK_KEY_NAME: &CStr = c"snowid.mask_key";
+const MASK_KEY_FILE_NAME: &CStr = c"snowid.mask_key_file";
 const CITUS_DATABASE_NAME: &CStr = c"snowid.citus_database";
 /// Every setting snowid defines, for spotting misspelt ones.
 const NAMES: [&str; 6] = [
@@ -50,9 +51,11 @@ const NAMES: [&str; 6] = [
     "snowid.max_lead",
     "snowid.shards",
     "snowid.promotion_margin",
-    "snowid.mask_key",
+    "snowid.mask_key_file",
     "snowid.citus_database",
 ];
+/// 0.7.0's setting of the mask's key, which 0.8.0 reads from a file.
+const REMOVED_MASK_KEY: &str = "snowid.mask_key";
 
 const MAX_LEAD_DEFAULT_MS: i32 = 1000;
 const MAX_LEAD_LIMIT_MS: i32 = 60_000;
@@ -67,8 +70,8 @@ static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_LEAD_DEFAULT_MS
 static SHARDS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(ShardSet::ALL));
 static PROMOTION_MARGIN_MS: GucSetting<i32> = GucSetting::<i32>::new(PROMOTION_MARGIN_DEFAULT_MS);
-/// Empty (or null) while no key is set.
-static MASK_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// Empty (or null) while no key file is named.
+static MASK_KEY_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CITUS_DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
@@ -140,9 +143,9 @@ pub fn init() {
             );
         }
     }
-    if let Some(text) = configured_text(MASK_KEY_NAME) {
-        if let Err(e) = mask::check_key(&text) {
-            errors::invalid_mask_key_at_startup(&e.to_string());
+    if let Some(path) = configured_text(MASK_KEY_FILE_NAME) {
+        if let Err(e) = mask_key::load(&path) {
+            errors::invalid_mask_key_file_at_startup(&e.message, e.detail.as_deref());
         }
     }
     EPOCH_UNIX_MS.store(epoch_ms, Relaxed);
@@ -203,19 +206,21 @@ pub fn init() {
             None,
         );
     }
-    // SAFETY: the check hook is guarded and only reads its argument.
+    // SAFETY: the hooks are guarded; the check hook reads the file its argument names, the
+    // assign hook installs what the check hook parsed.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
-            MASK_KEY_NAME,
-            c"The key of the public IDs' mask (snowid_mask and its companions).",
-            c"32, 48 or 64 hexadecimal digits: an AES-128, -192 or -256 key. Readable by \
-              superusers only. A masked ID is readable only with the key that made it. Empty \
-              means none: the functions refuse.",
-            &MASK_KEY,
+            MASK_KEY_FILE_NAME,
+            c"The file of the public IDs' keys (snowid_mask and its companions).",
+            c"Relative to the data directory. A line per key: a database (or * for the default), \
+              the key's version, and 32, 48 or 64 hexadecimal digits (an AES-128, -192 or -256 \
+              key). Readable by the server's user only, as ssl_key_file. Read at start and at \
+              reload. Empty means none: the functions refuse.",
+            &MASK_KEY_FILE,
             GucContext::Sighup,
-            GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
-            Some(check_mask_key),
-            None,
+            GucFlags::default(),
+            Some(mask_key::check_key_file),
+            Some(mask_key::assign_key_file),
             None,
         );
     }
@@ -237,6 +242,9 @@ pub fn init() {
 /// PostgreSQL itself would only warn, and drop it.
 fn refuse_unknown_settings() {
     for name in placeholder_names() {
+        if name == REMOVED_MASK_KEY {
+            errors::removed_mask_key_setting_at_startup();
+        }
         if name.starts_with("snowid.") && !NAMES.contains(&name.as_str()) {
             let suggestion = NAMES
                 .iter()
@@ -356,19 +364,6 @@ pub fn defined() -> bool {
     EPOCH_UNIX_MS.load(Relaxed) != NOT_DEFINED
 }
 
-/// `snowid.mask_key` as this process has it, without a copy; `None` when it is not set or
-/// the setting is not defined.
-pub fn mask_key() -> Option<&'static CStr> {
-    // SAFETY: the setting's variable is null or a NUL-terminated string that PostgreSQL replaces
-    // (and frees) only between statements, on this thread; callers use it within one call.
-    unsafe {
-        let raw = *MASK_KEY.as_ptr();
-        raw.as_ref()
-            .map(|p| CStr::from_ptr(p))
-            .filter(|key| !key.is_empty())
-    }
-}
-
 /// Whether this server may generate IDs for a shard (one load and a bit test).
 #[inline(always)]
 pub fn owns(shard: Shard) -> bool {
@@ -469,41 +464,6 @@ unsafe extern "C-unwind" fn check_shards(
         check_text(newval, |text| {
             ShardSet::parse(text).map(drop).map_err(|e| e.to_string())
         })
-    }
-}
-
-/// Rejects a malformed `snowid.mask_key`, in the configuration file or in `ALTER SYSTEM`, with
-/// a message of its own: PostgreSQL's would quote the value, which is the key or nearly.
-#[pg_guard]
-unsafe extern "C-unwind" fn check_mask_key(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
-    let text = unsafe {
-        (*newval)
-            .as_ref()
-            .map(|p| CStr::from_ptr(p).to_string_lossy())
-    };
-    match text
-        .as_deref()
-        .filter(|t| !t.is_empty())
-        .map(mask::check_key)
-    {
-        None | Some(Ok(())) => true,
-        Some(Err(reason)) => {
-            let message = CString::new(errors::INVALID_MASK_KEY).unwrap_or_default();
-            let detail = CString::new(errors::detail_line(&reason.to_string())).unwrap_or_default();
-            let hint = CString::new(errors::MASK_KEY_HINT).unwrap_or_default();
-            // SAFETY: PostgreSQL reads these palloc'd strings right after the hook returns.
-            unsafe {
-                pg_sys::GUC_check_errmsg_string = pg_sys::pstrdup(message.as_ptr());
-                pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
-                pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(hint.as_ptr());
-            }
-            false
-        }
     }
 }
 

@@ -14,8 +14,8 @@ It prints one line for each difference, and nothing when the reference and the e
   STRICT (left out for functions without arguments, where it means nothing), PARALLEL SAFE,
   RESTRICTED or UNSAFE, and "superuser only" where PUBLIC may not execute it;
 - a setting named `snowid.*` in pg_settings that no heading of the "Settings" section gives, or
-  one the reference gives that the server lacks (a hidden setting, such as `snowid.mask_key`,
-  which pg_settings leaves out even for superusers, is found by name with current_setting).
+  one the reference gives that the server lacks (a hidden setting, which pg_settings leaves out
+  even for superusers, as it did 0.7.0's `snowid.mask_key`, is found by name with current_setting).
 
 The reference writes a function's heading as `#### \\`name(arg type, arg type DEFAULT x)\\` → ...`,
 with every argument named (as the extension names them); several overloads may share a heading.

@@ -1,5 +1,9 @@
+use super::keys::{self, check_permissions, derive, fingerprint, KeyFile, PermissionError, Secret};
+use super::text::{check_prefix, format, parse, PrefixError, Unit, Version};
 use super::*;
-use fpe::ff1::FlexibleNumeralString;
+use aes::cipher::BlockCipherEncrypt;
+use aes::{Aes128, Aes192, Aes256};
+use fpe::ff1::{FlexibleNumeralString, FF1};
 use proptest::prelude::*;
 
 const KEY_128: &str = "2B7E151628AED2A6ABF7158809CF4F3C";
@@ -48,8 +52,7 @@ fn ff1_general(key: &str, radix: u32, tweak: &[u8], pt: Vec<u16>, encrypt: bool)
 
 /// The nine samples of NIST's "FF1 examples" (FF1samples.pdf, Cryptographic Standards and
 /// Guidelines): the same FF1 and AES the mask is built on, at each of its three key lengths.
-/// Those samples are of radix 10 and 36, so they run through the crate's general numeral strings;
-/// the radix-2 vectors below check [`Bits`].
+/// They check the reference the specialised FF1 is compared with below.
 #[test]
 fn nist_ff1_samples() {
     const TWEAK_10: &[u8] = b"9876543210";
@@ -82,8 +85,8 @@ fn nist_ff1_samples() {
     }
 }
 
-/// Radix-2 vectors: Zcash's (88 bits, AES-256, from its published FF1 test vectors), run through
-/// the general numeral strings.
+/// Radix-2 vectors of the reference: Zcash's (88 bits, AES-256, from its published FF1 test
+/// vectors).
 #[test]
 fn zcash_radix_2_vectors() {
     let bits = |hex: &str| -> Vec<u16> {
@@ -112,26 +115,28 @@ fn zcash_radix_2_vectors() {
     }
 }
 
-/// A published radix-2 vector [`Bits`] can hold (32 bits, AES-256 with the zero key, from the
-/// fpe crate's own vectors): the arithmetic of [`Bits`] is FF1's.
-#[test]
-fn bits_meet_a_radix_2_vector() {
-    let f = FF1::<Aes256>::new(&[0; 32], 2).unwrap();
-    let expected = 0b1101_1110_1001_1111_0010_0000_1101_1000;
-    let ct = f.encrypt(&[], &Bits::new(0, 32)).unwrap();
-    assert_eq!(ct, Bits::new(expected, 32));
-    assert_eq!(f.decrypt(&[], &ct).unwrap(), Bits::new(0, 32));
-    let general = ff1_general(&"00".repeat(32), 2, &[], vec![0; 32], true);
-    let general = general
-        .iter()
-        .fold(0u64, |n, &bit| (n << 1) | u64::from(bit));
-    assert_eq!(general, expected);
+fn mask_by_the_crate(key: &str, tweak: &[u8], id: i64, encrypt: bool) -> i64 {
+    let pt: Vec<u16> = (0..BITS).rev().map(|i| ((id >> i) & 1) as u16).collect();
+    let ct = ff1_general(key, 2, tweak, pt, encrypt);
+    ct.iter().fold(0i64, |n, &bit| (n << 1) | i64::from(bit))
 }
 
-fn mask_by_the_crate(key: &str, id: i64, encrypt: bool) -> i64 {
-    let pt: Vec<u16> = (0..BITS).rev().map(|i| ((id >> i) & 1) as u16).collect();
-    let ct = ff1_general(key, 2, &[], pt, encrypt);
-    ct.iter().fold(0i64, |n, &bit| (n << 1) | i64::from(bit))
+/// Known answers of an implementation written from SP 800-38G independently of this code and
+/// of the `fpe` crate, under NIST's sample key: what a client computing the mask itself checks
+/// against. They are 0.7.0's values: version 1 of a key, no domain, no prefix.
+#[test]
+fn known_answers_of_an_independent_implementation() {
+    let mask = Mask::from_hex(KEY_128).unwrap();
+    assert_eq!(mask.mask(0), Ok(7_407_393_923_982_924_685));
+    assert_eq!(mask.mask(1), Ok(967_355_656_107_369_710));
+    assert_eq!(mask.mask(MAX), Ok(3_989_821_467_963_092_630));
+    assert_eq!(
+        to_text(mask.mask(8_388_613_127).unwrap()).unwrap(),
+        "2D476KTY36P9K"
+    );
+    for (id, masked) in [(0, 7_407_393_923_982_924_685), (1, 967_355_656_107_369_710)] {
+        assert_eq!(mask.unmask(masked), Ok(id));
+    }
 }
 
 fn any_key() -> impl Strategy<Value = String> {
@@ -181,28 +186,26 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(400))]
 
-    /// The mask is FF1 of the ID's 63 bits, as the crate computes it with its general numeral
-    /// strings: [`Bits`] changes the arithmetic's representation, not its result.
+    /// The mask is FF1 of the 63 bits, as the crate computes it with its general numeral
+    /// strings, under every key length and with tweaks of every length up to 40 bytes (each
+    /// length puts the tweak's end at another place of the PRF's blocks): the specialised FF1
+    /// changes how it is computed, not what.
     #[test]
-    fn the_mask_is_ff1_of_the_63_bits(key in any_key(), id in any_id()) {
+    fn the_mask_is_ff1_of_the_63_bits(
+        key in any_key(),
+        id in any_id(),
+        tweak in proptest::collection::vec(any::<u8>(), 0..=40),
+    ) {
         let mask = Mask::from_hex(&key).unwrap();
-        prop_assert_eq!(mask.mask(id).unwrap(), mask_by_the_crate(&key, id, true));
-        prop_assert_eq!(mask.unmask(id).unwrap(), mask_by_the_crate(&key, id, false));
+        let domain = mask.domain(&tweak);
+        prop_assert_eq!(mask.mask_in(&domain, id).unwrap(), mask_by_the_crate(&key, &tweak, id, true));
+        prop_assert_eq!(mask.unmask_in(&domain, id).unwrap(), mask_by_the_crate(&key, &tweak, id, false));
     }
 
-    /// Each half of any numeral string up to 64 bits goes through FF1 as the crate's would.
-    #[test]
-    fn bits_agree_with_the_crate_at_every_length(len in 20u32..=64, value in any::<u64>()) {
-        let f = FF1::<Aes128>::new(&bytes(KEY_128), 2).unwrap();
-        let ours = f.encrypt(&[], &Bits::new(value, len)).unwrap();
-        let pt: Vec<u16> = (0..len).rev().map(|i| ((value >> i) & 1) as u16).collect();
-        let theirs: Vec<u16> = f.encrypt(&[], &FlexibleNumeralString::from(pt)).unwrap().into();
-        prop_assert_eq!(ours.number(), theirs.iter().fold(0u64, |n, &b| (n << 1) | u64::from(b)));
-    }
-
-    /// The text form reads back as the value, and sorts as the value does.
+    /// The text form reads back as the value, in every version and with a prefix, and sorts as
+    /// the value does.
     #[test]
     fn text_round_trips_and_sorts(a in any_id(), b in any_id()) {
         let (ta, tb) = (to_text(a).unwrap(), to_text(b).unwrap());
@@ -210,7 +213,34 @@ proptest! {
         prop_assert_eq!(from_text(&ta).unwrap(), a);
         prop_assert_eq!(from_text(&ta.to_lowercase()).unwrap(), a);
         prop_assert_eq!(ta.cmp(&tb), a.cmp(&b));
+        for (version, prefix) in [(2, ""), (31, "ord"), (1, "a_b"), (9, "X")] {
+            let version = Version::new(version).unwrap();
+            let text = format(a, version, prefix).unwrap();
+            prop_assert_eq!(parse(text.chars().map(Unit::Char), prefix), Ok((version, a)));
+            let lower = text.to_lowercase();
+            prop_assert_eq!(parse(lower.chars().map(Unit::Char), prefix), Ok((version, a)));
+        }
     }
+}
+
+/// Domains keep tables apart: one ID has unrelated public forms in two domains, and a form of
+/// one domain unmasks in another to an unrelated ID. The empty domain is the mask without one.
+#[test]
+fn domains_give_one_id_unrelated_forms() {
+    let mask = Mask::from_hex(KEY_128).unwrap();
+    let (orders, users) = (mask.domain(b"orders"), mask.domain(b"users"));
+    assert_eq!(mask.domain(b""), mask.domain(&[]));
+    assert_eq!(mask.mask_in(&mask.domain(b""), 42), mask.mask(42));
+    let mut same = 0;
+    for id in 0..10_000i64 {
+        let (o, u) = (
+            mask.mask_in(&orders, id).unwrap(),
+            mask.mask_in(&users, id).unwrap(),
+        );
+        same += usize::from(o == u);
+        assert_ne!(mask.unmask_in(&users, o).unwrap(), id);
+    }
+    assert_eq!(same, 0);
 }
 
 #[test]
@@ -273,6 +303,10 @@ fn malformed_keys_are_refused_without_repeating_them() {
     }
 }
 
+fn read(text: &str) -> Result<(Version, i64), TextError> {
+    parse(text.chars().map(Unit::Char), "")
+}
+
 #[test]
 fn text_reads_crockfords_aliases_and_refuses_the_rest() {
     let canonical = to_text(0x0123_4567_89AB_CDEF & MAX).unwrap();
@@ -286,12 +320,238 @@ fn text_reads_crockfords_aliases_and_refuses_the_rest() {
     assert_eq!(from_text(""), Err(TextError::Length(0)));
     assert_eq!(from_text("000000000000"), Err(TextError::Length(12)));
     assert_eq!(from_text("00000000000000"), Err(TextError::Length(14)));
-    assert_eq!(from_text("000000000000U"), Err(TextError::Symbol(13, 'U')));
-    assert_eq!(from_text("00000-0000000"), Err(TextError::Symbol(6, '-')));
-    assert_eq!(from_text("0000000000 00"), Err(TextError::Symbol(11, ' ')));
-    assert_eq!(from_text("00000000000é0"), Err(TextError::Symbol(12, 'é')));
+    let symbol = |position, c| Err(TextError::Symbol(position, Unit::Char(c)));
+    assert_eq!(from_text("000000000000U"), symbol(13, 'U'));
+    assert_eq!(from_text("00000-0000000"), symbol(6, '-'));
+    assert_eq!(from_text("0000000000 00"), symbol(11, ' '));
+    assert_eq!(from_text("00000000000é0"), symbol(12, 'é'));
     assert_eq!(from_text("8000000000000"), Err(TextError::OutOfRange));
     assert_eq!(from_text("ZZZZZZZZZZZZZ"), Err(TextError::OutOfRange));
+    let v = |n| Version::new(n).unwrap();
+    // A version symbol, aliases included; 1 is version 1 written out.
+    assert_eq!(read("20000000000001"), Ok((v(2), 1)));
+    assert_eq!(read("z7zzzzzzzzzzzz"), Ok((v(31), MAX)));
+    assert_eq!(read("10000000000001"), Ok((v(1), 1)));
+    assert_eq!(read("i0000000000001"), Ok((v(1), 1)));
+    assert_eq!(read("00000000000001"), Err(TextError::VersionZero));
+    assert_eq!(read("o0000000000001"), Err(TextError::VersionZero));
+    assert_eq!(
+        read("U0000000000001"),
+        Err(TextError::Symbol(1, Unit::Char('U')))
+    );
+    assert_eq!(read("280000000000000"), Err(TextError::Length(15)));
+    assert_eq!(read("28000000000000"), Err(TextError::OutOfRange));
+    // A byte that is no character (an SQL_ASCII database's) is named as a byte.
+    let bytes = [
+        b'0', b'0', 0xE9, b'0', b'0', b'0', b'0', b'0', b'0', b'0', b'0', b'0', b'0',
+    ];
+    let units = bytes.iter().map(|&b| {
+        if b.is_ascii() {
+            Unit::Char(b as char)
+        } else {
+            Unit::Byte(b)
+        }
+    });
+    let error = parse(units, "").unwrap_err();
+    assert_eq!(error, TextError::Symbol(3, Unit::Byte(0xE9)));
+    assert!(error.to_string().contains("byte 0xE9"), "{error}");
+}
+
+#[test]
+fn prefixes_are_written_and_checked() {
+    let v2 = Version::new(2).unwrap();
+    assert_eq!(format(1, v2, "ord").unwrap(), "ord_20000000000001");
+    assert_eq!(
+        format(1, Version::FIRST, "ord").unwrap(),
+        "ord_0000000000001"
+    );
+    let with = |text: &str, prefix| parse(text.chars().map(Unit::Char), prefix);
+    assert_eq!(with("ORD_0000000000001", "ord"), Ok((Version::FIRST, 1)));
+    assert_eq!(with("sub_sched_20000000000001", "sub_sched"), Ok((v2, 1)));
+    let wrong = Err(TextError::Prefix("ord".into()));
+    assert_eq!(with("usr_0000000000001", "ord"), wrong);
+    assert_eq!(with("0000000000001", "ord"), wrong);
+    assert_eq!(with("ord0000000000001", "ord"), wrong);
+    assert_eq!(with("ord_0000000000001", ""), Err(TextError::Length(17)));
+    assert_eq!(check_prefix("ord"), Ok(()));
+    assert_eq!(check_prefix("sub_sched_2"), Ok(()));
+    assert_eq!(check_prefix("or-d"), Err(PrefixError::Character(3)));
+    assert_eq!(check_prefix("é"), Err(PrefixError::Character(1)));
+    assert_eq!(check_prefix(&"a".repeat(33)), Err(PrefixError::Length(33)));
+}
+
+const FILE: &str = "
+# database  version  key
+*           1        2b7e151628aed2a6abf7158809cf4f3c
+*           2        000102030405060708090a0b0c0d0e0f1011121314151617   # comment
+app         1        2B7E151628AED2A6ABF7158809CF4F3C
+app         3        0c9e4a71d3b5f82604ae19c7b3d5e8f2a4c6b8d0e1f30517a4c6b8d0e1f30517 unmask-only
+app         2        8f1d6b2a4c7e9031a5b8d2f4e6c10397
+\"my db\"     1        8f1d6b2a4c7e9031a5b8d2f4e6c10397
+\"*\"         4        8f1d6b2a4c7e9031a5b8d2f4e6c10397
+";
+
+/// A database with lines of its own uses its keys as they are: a 0.7.0 key written as its
+/// version 1 masks as 0.7.0 did. The highest version not unmask-only masks.
+#[test]
+fn a_databases_own_keys_are_used_as_they_are() {
+    let file = KeyFile::parse(FILE.as_bytes()).unwrap();
+    let app = file.for_database(b"app").unwrap();
+    assert!(!app.derived);
+    let versions: Vec<u8> = app.versions.iter().map(|v| v.version.number()).collect();
+    assert_eq!(versions, [1, 2, 3]);
+    assert_eq!(app.masking().version.number(), 2);
+    let v1 = app.version(Version::FIRST).unwrap();
+    assert_eq!(v1.mask.mask(0), Ok(7_407_393_923_982_924_685));
+    assert!(app.version(Version::new(4).unwrap()).is_none());
+    let spaced = file.for_database(b"my db").unwrap();
+    assert_eq!(spaced.masking().version.number(), 1);
+    assert_eq!(
+        file.for_database(b"*").unwrap().masking().version.number(),
+        4
+    );
+    assert!(
+        app.summary()
+            .starts_with(&format!("1:{} 2*:", v1.fingerprint)),
+        "{}",
+        app.summary()
+    );
+}
+
+/// Every other database derives its keys from the default's and its name: two databases' keys
+/// differ from each other and from the default, at every version, and one database's say
+/// nothing of another's (each is an independent CMAC output).
+#[test]
+fn other_databases_derive_their_keys_from_the_default() {
+    let file = KeyFile::parse(FILE.as_bytes()).unwrap();
+    let (shop, mall) = (
+        file.for_database(b"shop").unwrap(),
+        file.for_database(b"mall").unwrap(),
+    );
+    assert!(shop.derived && mall.derived);
+    assert_eq!(shop.masking().version.number(), 2);
+    let default_v1 = Mask::from_hex("2b7e151628aed2a6abf7158809cf4f3c").unwrap();
+    for id in [0, 1, 8_388_613_127, MAX] {
+        let forms = [
+            shop.version(Version::FIRST).unwrap().mask.mask(id).unwrap(),
+            mall.version(Version::FIRST).unwrap().mask.mask(id).unwrap(),
+            default_v1.mask(id).unwrap(),
+        ];
+        assert!(forms[0] != forms[1] && forms[0] != forms[2] && forms[1] != forms[2]);
+    }
+    assert_ne!(shop.summary(), mall.summary());
+    let again = KeyFile::parse(FILE.as_bytes())
+        .unwrap()
+        .for_database(b"shop")
+        .unwrap();
+    assert_eq!(
+        again.summary(),
+        shop.summary(),
+        "the derivation is deterministic"
+    );
+    // The derived key has the default's length, and is SP 800-108's first blocks.
+    let default = Secret::new(vec![7; 24]);
+    let derived = derive(&default, b"shop");
+    assert_eq!(derived.bytes().len(), 24);
+    assert_ne!(derive(&default, b"shop2").bytes(), derived.bytes());
+    assert_ne!(
+        derive(&Secret::new(vec![8; 24]), b"shop").bytes(),
+        derived.bytes()
+    );
+    // With no default, a database without lines has no keys.
+    let own_only = KeyFile::parse(b"app 1 2b7e151628aed2a6abf7158809cf4f3c").unwrap();
+    assert!(own_only.for_database(b"shop").is_none());
+    assert!(KeyFile::parse(b"# nothing\n").unwrap().is_empty());
+}
+
+/// AES-CMAC, the derivation's and the fingerprint's PRF, is SP 800-38B's: RFC 4493's examples.
+#[test]
+fn cmac_meets_rfc_4493() {
+    let key = Secret::new(parse_hex(KEY_128).unwrap().bytes().to_vec());
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let message = bytes(
+        "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51\
+         30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710",
+    );
+    assert_eq!(
+        hex(&keys::cmac(&key, b"")),
+        "bb1d6929e95937287fa37d129b756746"
+    );
+    assert_eq!(
+        hex(&keys::cmac(&key, &message[..16])),
+        "070a16b46b4d4144f79bdd9dd04a287c"
+    );
+    assert_eq!(
+        hex(&keys::cmac(&key, &message)),
+        "51f0bebf7e3b9d92fc49741779363cfe"
+    );
+    // A fingerprint is 16 hexadecimal digits, and differs between keys.
+    assert_eq!(fingerprint(&key).len(), 16);
+    assert_ne!(fingerprint(&key), fingerprint(&Secret::new(vec![0; 16])));
+}
+
+/// A malformed file is refused by line and field, and no error repeats a key.
+#[test]
+fn a_malformed_key_file_is_refused_without_repeating_a_key() {
+    use keys::FileError::*;
+    let key = "2b7e151628aed2a6abf7158809cf4f3c";
+    let cases: [(String, keys::FileError); 9] = [
+        (format!("app 1 {key}\napp 1 {key}"), Duplicate(2, 1)),
+        ("app 1\n".to_string(), Fields(1, 2)),
+        (format!("app 1 {key} unmask-only extra"), Fields(1, 5)),
+        (format!("app 0 {key}"), Version(1)),
+        (format!("app 32 {key}"), Version(1)),
+        (
+            format!("\n\napp 1 {}", &key[1..]),
+            Key(3, KeyError::Length(31)),
+        ),
+        (format!("app 1 {key} unmask_only"), Option(1)),
+        (
+            format!("app 1 {key} unmask-only"),
+            NothingMasks("database \"app\"".into()),
+        ),
+        (format!("\"app 1 {key}"), Quote(1)),
+    ];
+    for (text, expected) in cases {
+        let error = KeyFile::parse(text.as_bytes()).unwrap_err();
+        assert_eq!(error, expected, "{text}");
+        assert!(!error.to_string().contains(&key[..8]), "{error}");
+    }
+    assert_eq!(KeyFile::parse(&[0xff, 0xfe]).unwrap_err(), NotText);
+    let large = vec![b'#'; (keys::FILE_MAX_BYTES + 1) as usize];
+    assert_eq!(
+        KeyFile::parse(&large).unwrap_err(),
+        TooLarge(keys::FILE_MAX_BYTES + 1)
+    );
+}
+
+/// The key file's owner and mode are checked as PostgreSQL checks an `ssl_key_file`.
+#[test]
+fn the_key_files_permissions_are_postgresqls_for_a_private_key() {
+    let server = 105;
+    assert_eq!(check_permissions(server, 0o600, server), Ok(()));
+    assert_eq!(check_permissions(server, 0o400, server), Ok(()));
+    assert_eq!(
+        check_permissions(server, 0o640, server),
+        Err(PermissionError::GroupOrWorld)
+    );
+    assert_eq!(
+        check_permissions(server, 0o604, server),
+        Err(PermissionError::GroupOrWorld)
+    );
+    assert_eq!(check_permissions(0, 0o640, server), Ok(()));
+    assert_eq!(
+        check_permissions(0, 0o660, server),
+        Err(PermissionError::World)
+    );
+    assert_eq!(
+        check_permissions(0, 0o644, server),
+        Err(PermissionError::World)
+    );
+    assert_eq!(
+        check_permissions(1000, 0o600, server),
+        Err(PermissionError::Owner)
+    );
 }
 
 /// Spearman's rank correlation of two equally long samples without ties.
