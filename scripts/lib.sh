@@ -107,6 +107,16 @@ partman_package_of() {
     esac
 }
 
+# Debian's packages that only the tests use (scripts/setup installs them with SNOWID_TESTS, which
+# scripts/test sets): libfaketime for clock steps, valgrind (bench/instructions), Patroni with
+# etcd, pg_partman 4.7.2 for 15; and what building Citus for them needs, with curl to download it.
+TEST_PACKAGES=(postgresql-contrib libfaketime faketime valgrind patroni etcd-server python3-etcd
+    postgresql-15-partman)
+CITUS_BUILD_PACKAGES=(libzstd-dev liblz4-dev libkrb5-dev libselinux1-dev libpam0g-dev libxslt1-dev
+    libssl-dev libreadline-dev xz-utils curl ca-certificates)
+# debian_installed PACKAGE: whether dpkg has that package installed.
+debian_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
 # Citus, for the Citus tests alone (tests/integration/tests/citus.rs): nothing else needs it, and
 # scripts/setup installs it only for a test run (SNOWID_TESTS), see install_citus there.
 # citus_release_of MAJOR: the Citus release the tests use on that major, or nothing: 13.2.2 for
