@@ -9,6 +9,7 @@ MISS next to each target) and chart-pgNN.svg; a --quick run writes the same name
 """
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -444,6 +445,25 @@ def mask_table(samples):
     return lines, targets
 
 
+def spread_data(s, digits=2):
+    return {"median": round(s.median, digits), "min": round(s.lo, digits), "max": round(s.hi, digits)}
+
+
+def per_call_data(samples):
+    """Each per-call row: ns, and its ratios to the floor and to nextval() taken per round."""
+    return {name: {"ns": spread_data(Spread(v), 1),
+                   "x_floor": spread_data(per_round_ratios(v, samples[FLOOR])),
+                   "x_nextval": spread_data(per_round_ratios(v, samples[NEXTVAL]))}
+            for name, v in samples.items()}
+
+
+def mask_data(samples):
+    """The mask's rows against gen_random_uuid() and pgcrypto's hmac(), per round."""
+    against = [a for a in (UUID, HMAC) if a in samples]
+    return {name: {a: spread_data(per_round_ratios(samples[name], samples[a])) for a in against}
+            for name in MASK_ROWS if name in samples}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bindir", required=True)
@@ -469,6 +489,8 @@ def main():
         db.psql("CREATE EXTENSION pgcrypto")
     version = db.psql("SHOW server_version").strip()
     major = int(db.psql("SHOW server_version_num")) // 10000
+    snowid = db.psql("SELECT extversion FROM pg_extension WHERE extname = 'snowid'").strip()
+    day = time.strftime("%Y-%m-%d", time.gmtime())
     methods = [(n, e) for n, e, needs in PER_CALL if db.has(needs)]
     if args.citus:
         # Shard 8191 is not the servers' (0-8190 by hand, so that a Citus node claims them all).
@@ -519,8 +541,8 @@ def main():
     rows_label = f"{rows // 1000}k" if rows < 1_000_000 else f"{rows // 1_000_000}M"
     mode = "quick run (a smoke check; not a result)" if args.quick else "full run"
     lines = [
-        f"PostgreSQL {version}, {mode}. Machine: {os.cpu_count()} cores, {platform.machine()}; "
-        f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.",
+        f"snowid {snowid} on PostgreSQL {version}, {mode}, {day}. Machine: {os.cpu_count()} cores, "
+        f"{platform.machine()}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.",
         "",
         f"Per call: {rounds} interleaved rounds, in a shuffled order each round, of "
         f"`SELECT count(f) FROM generate_series(1, {calls:,}) g`. The ratios are taken per round "
@@ -591,9 +613,28 @@ def main():
                       for name, ext in (("results", ".md"), ("chart", ".svg")))
     with open(results, "w") as f:
         f.write(report)
+    # The same run's figures for bench/page, which writes docs/benchmarks.md from them.
+    data = {
+        "snowid": snowid, "postgresql": version, "major": major, "date": day,
+        "mode": "quick" if args.quick else "full",
+        "machine": {"cores": os.cpu_count(), "arch": platform.machine(),
+                    "load_before": round(load_before[0], 2), "load_after": round(load_after[0], 2)},
+        "per_call": {"rounds": rounds, "calls": calls, "rows": per_call_data(samples)},
+        "sustained_ids_per_second": round(rate),
+        "bulk": {"rounds": bulk_rounds, "rows": rows, "keys": {
+            key: {"ms": Spread(bulk[key]).median,
+                  "x_bigserial": spread_data(per_round_ratios(bulk[key], bulk["bigserial"])),
+                  "pk_mib": round(sizes[key] / 2**20, 1)} for key, _ in keys}},
+        "lease_writes_per_second": round(writes / elapsed, 2),
+        "mask": mask_data(samples),
+        "targets": [{"target": t, "median": round(s.median, 2), "pass": ok} for t, s, ok in targets],
+    }
+    with open(os.path.splitext(results)[0] + ".json", "w") as f:
+        json.dump(data, f, indent=1, ensure_ascii=False)
+        f.write("\n")
     medians = {k: {c: statistics.median(v) for c, v in by_count.items()} for k, by_count in tps.items()}
     svg_chart(stats, medians, f"PostgreSQL {version}, {mode}", chart)
-    print(f"wrote {results} and {chart}")
+    print(f"wrote {results}, its .json and {chart}; bench/page puts them in docs/benchmarks.md")
 
 
 if __name__ == "__main__":

@@ -107,6 +107,51 @@ partman_package_of() {
     esac
 }
 
+# Debian's packages that only the tests use (scripts/setup installs them with SNOWID_TESTS, which
+# scripts/test sets): libfaketime for clock steps, valgrind (bench/instructions), Patroni with
+# etcd, pg_partman 4.7.2 for 15; and what building Citus for them needs, with curl to download it.
+TEST_PACKAGES=(postgresql-contrib libfaketime faketime valgrind patroni etcd-server python3-etcd
+    postgresql-15-partman)
+CITUS_BUILD_PACKAGES=(libzstd-dev liblz4-dev libkrb5-dev libselinux1-dev libpam0g-dev libxslt1-dev
+    libssl-dev libreadline-dev xz-utils curl ca-certificates)
+# debian_installed PACKAGE: whether dpkg has that package installed.
+debian_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# Citus, for the Citus tests alone (tests/integration/tests/citus.rs): nothing else needs it, and
+# scripts/setup installs it only for a test run (SNOWID_TESTS), see install_citus there.
+# citus_release_of MAJOR: the Citus release the tests use on that major, or nothing: 13.2.2 for
+# 15 (Citus 14 dropped 15) and 16 (14.0.1 calls functions that 16.2, the wheel's, lacks), 14.0.1
+# for 18 (13.2 does not support 18). 17 and 19 are not tested with Citus.
+citus_release_of() {
+    case "$1" in
+        15 | 16) echo 13.2.2 ;;
+        18) echo 14.0.1 ;;
+    esac
+}
+
+# citus_installed PG_CONFIG: whether Citus is installed into that PostgreSQL (its control file and
+# its library), whichever release and however it got there.
+citus_installed() {
+    [ -f "$("$1" --sharedir)/extension/citus.control" ] && [ -f "$("$1" --pkglibdir)/citus.so" ]
+}
+
+# no_citus MAJOR: that major has no Citus, and the ways to get it, in one line: the reason the
+# Citus tests give when they do not run, which scripts/check-not-run accepts outside CI only.
+no_citus() {
+    local release
+    release=$(citus_release_of "$1")
+    echo "no Citus for PostgreSQL $1: install Citus ${release:-13.2 or 14.0} into it (Citus's own packages, or from source), or name its release archive in SNOWID_CITUS_SOURCES for scripts/test to build (it also looks in ../shared/third-party beside the checkout, and downloads upstream's where it reaches GitHub); see docs/operations.md, \"Installing Citus, and what is tested\""
+}
+
+# not_run TEST WHY: reports that a test did not run what it tests, and why, as the integration
+# tests' harness does: on standard error, and as a line of the file SNOWID_NOT_RUN names, if set,
+# which scripts/check-not-run reads.
+not_run() {
+    local line="$1: not run: $2"
+    printf '%s\n' "$line" >&2
+    if [ -n "${SNOWID_NOT_RUN:-}" ]; then printf '%s\n' "$line" >>"$SNOWID_NOT_RUN"; fi
+}
+
 select_rust
 
 PG_MAJOR=${SNOWID_PG:-15}

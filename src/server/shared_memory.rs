@@ -28,15 +28,17 @@
 //!   state, by generation, releases and resumes. (The durable state is also written without the
 //!   claim where nothing in this segment depends on it yet: its creation at `CREATE EXTENSION`
 //!   and its fence while `pg_upgrade` brings databases in, both under a cluster-wide lock, see
-//!   `crate::server::state::startup`; and the cluster's witness and the databases' records of the
-//!   released shards, see `crate::server::databases`.) Nobody ever spins on the claim: a caller
-//!   that needs the holder's work sleeps on the claim's condition variable, which the holder
-//!   broadcasts when it gives the claim back (and a 10 ms timeout covers a missed wake-up); a
-//!   cancel or `statement_timeout` ends the sleep. The holder makes its change durable (WAL
-//!   flushed, and on the synchronous standbys) before it publishes anything; the lease end is
-//!   published with a release store, so a caller that sees a lease also sees the shards and time
-//!   base it was published with. A process that exits without unwinding (FATAL) gives the claim
-//!   back in a `before_shmem_exit` callback.
+//!   `crate::server::state::startup`; the cluster's witness, which start-up leaves with the state
+//!   and `crate::server::releases` and `crate::server::pg_upgrade` rewrite, all through
+//!   `crate::server::state::witness`; and the databases' records of the released shards, which
+//!   `crate::server::releases` writes through `crate::server::databases`.) Nobody ever spins on
+//!   the claim: a caller that needs the holder's work sleeps on the claim's condition variable,
+//!   which the holder broadcasts when it gives the claim back (and a 10 ms timeout covers a
+//!   missed wake-up); a cancel or `statement_timeout` ends the sleep. The holder makes its change
+//!   durable (WAL flushed, and on the synchronous standbys) before it publishes anything; the
+//!   lease end is published with a release store, so a caller that sees a lease also sees the
+//!   shards and time base it was published with. A process that exits without unwinding (FATAL)
+//!   gives the claim back in a `before_shmem_exit` callback.
 //! - How many IDs a shard issued is counted by each process in its own memory, and added to the
 //!   shard's tally, apart from every stamp's cache line, when its transaction ends (see
 //!   [`crate::server::counters`]).
