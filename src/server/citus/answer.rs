@@ -22,6 +22,7 @@
 
 use super::check::database_name;
 use super::metadata;
+use super::presence;
 use super::report::Report;
 use super::segment::{segment, Segment};
 use crate::server::settings;
@@ -88,7 +89,7 @@ unsafe extern "C-unwind" fn show_answer() -> *const c_char {
 /// This node's answer to `question`, or why it gives none.
 fn answer(question: &Question) -> Result<Answer, String> {
     let segment = segment()
-        .filter(|_| super::in_use())
+        .filter(|_| presence::in_use())
         .ok_or("Citus is not preloaded beside snowid on this node")?;
     let database = database_name();
     let wanted = settings::citus_database();
@@ -104,7 +105,7 @@ fn answer(question: &Question) -> Result<Answer, String> {
     let claim = citus::claim(&configured, group);
     let report = segment.report();
     note(segment, question, report.as_ref());
-    let issued = (super::own_ids().outside)(&claim);
+    let issued = (presence::own_ids().outside)(&claim);
     Ok(Answer {
         group,
         by_hand: citus::by_hand(&configured),

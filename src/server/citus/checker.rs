@@ -101,7 +101,7 @@ pub unsafe extern "C-unwind" fn snowid_citus_checker(_argument: pg_sys::Datum) {
         pg_sys::before_shmem_exit(Some(unregister), pg_sys::Datum::from(0));
         pg_sys::MyProcPid as u32
     };
-    let own = super::own_ids();
+    let own = super::presence::own_ids();
     let mut memory = Memory::starting_after(segment.report().as_ref(), &database);
     let mut again_at: Option<Instant> = None;
     let mut asks_seen: Option<u64> = None;

@@ -33,6 +33,7 @@ mod checker;
 mod invalidation;
 mod message;
 mod metadata;
+mod presence;
 mod report;
 pub mod segment;
 
@@ -45,15 +46,7 @@ use snowid_core::citus::{self as groups, GROUPS, SHARDS_PER_GROUP};
 use snowid_core::host::Clock;
 use snowid_core::layout::Shard;
 use snowid_core::shard_set::ShardSet;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// Set in the postmaster when Citus is preloaded beside snowid; inherited by every process.
-static CITUS: AtomicBool = AtomicBool::new(false);
-
-/// How the check reads this server's own IDs (set at start; see [`init`]).
-static OWN_IDS: OnceLock<OwnIds> = OnceLock::new();
 
 /// How old the last check may be before a refusal asks every node again.
 const ASK_AGAIN_AFTER_MS: i64 = 1000;
@@ -71,21 +64,13 @@ const RELOAD_WAIT: Duration = Duration::from_secs(1);
 /// generator's shards are not this module's to read).
 pub fn init(own: OwnIds) {
     answer::define();
-    let _ = OWN_IDS.set(own);
-    if !citus_preloaded() {
+    let citus = citus_preloaded();
+    presence::set(own, citus);
+    if !citus {
         return;
     }
-    CITUS.store(true, Relaxed);
     invalidation::register();
     checker::register();
-}
-
-/// How the check reads this server's own IDs; before [`init`], as if it had issued none.
-fn own_ids() -> OwnIds {
-    OWN_IDS.get().copied().unwrap_or(OwnIds {
-        outside: |_| None,
-        above: |_, _| true,
-    })
 }
 
 /// Whether `shared_preload_libraries` names Citus (which must come before snowid, and refuses to
@@ -105,15 +90,12 @@ fn citus_preloaded() -> bool {
     })
 }
 
-/// Whether this server checks its shards against a Citus cluster.
-pub fn in_use() -> bool {
-    CITUS.load(Relaxed)
-}
+pub use presence::in_use;
 
 /// The check's shared memory, where Citus is preloaded.
 #[inline(always)]
 fn segment() -> Option<&'static segment::Segment> {
-    match CITUS.load(Relaxed) {
+    match in_use() {
         true => segment::segment(),
         false => None,
     }
@@ -123,7 +105,7 @@ fn segment() -> Option<&'static segment::Segment> {
 /// path's test, one load without Citus.
 #[inline(always)]
 pub fn allows(shard: Shard) -> bool {
-    !CITUS.load(Relaxed) || segment::segment().is_some_and(|s| s.allows(shard))
+    !in_use() || segment::segment().is_some_and(|s| s.allows(shard))
 }
 
 /// Waits for a due check (the checker makes it). A cancel or `statement_timeout` ends the wait,
@@ -200,7 +182,7 @@ pub fn ask_again() -> bool {
 /// Whether the last check refuses a shard for IDs another node issued outside its claim that
 /// this node's next IDs for it are above now (after a resume, say).
 fn passed_issued_ids(report: &Report) -> bool {
-    let above = own_ids().above;
+    let above = presence::own_ids().above;
     report.peers.iter().any(|peer| {
         let Some((shards, last_id)) = &peer.issued else {
             return false;
