@@ -1695,6 +1695,40 @@ pub fn no_mask_key_for_database(what: &str, database: &str) -> ! {
     )
 }
 
+/// Two Citus nodes whose public IDs' keys for the database Citus is in differ, as a check of
+/// this node found them (see `crate::server::citus`): another node, and each one's fingerprints.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct MaskKeysDiffer {
+    pub node: String,
+    pub theirs: String,
+    pub mine: String,
+}
+
+/// A mask function on a Citus node whose keys differ from another node's: one ID would get two
+/// public forms, and a form made on one node would read as another ID on the other.
+#[track_caller]
+pub fn citus_mask_keys_differ(what: &str, this_node: &str, differ: &MaskKeysDiffer) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowid's mask keys differ between Citus nodes {this_node} and {}",
+            differ.node
+        ),
+        Some(format!(
+            "{what} refuses while this node's keys for this database (fingerprints {}) differ \
+             from {}'s ({}): the same ID would have two public forms, and a form made on one \
+             node would read as another ID on the other.",
+            differ.mine, differ.node, differ.theirs
+        )),
+        Some(
+            "Give every node (and its standbys) the same lines for this database in the file \
+             snowid.mask_key_file names, and reload each; the check compares them again within \
+             seconds. snowid_mask_key_fingerprint() shows a node's."
+                .into(),
+        ),
+    )
+}
+
 /// A mask function on a server that did not preload snowid: its keys are read only there.
 #[track_caller]
 pub fn mask_not_preloaded(what: &str) -> ! {

@@ -164,13 +164,16 @@ fn unescape(value: &str) -> Result<String, String> {
 
 /// What a node that checks asks another: who it is (its `host:port` as Citus records it, or how
 /// it describes itself where Citus does not), the group it is in, what it claims, and the group
-/// its record of the nodes has the asked node in.
+/// its record of the nodes has the asked node in; and the fingerprints of its public IDs' keys
+/// in the database it asks from (`None` where it has none), so that the asked node learns of a
+/// difference as soon as the asker does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Question {
     pub from: String,
     pub group: i32,
     pub claim: ShardSet,
     pub recorded: i32,
+    pub mask_keys: Option<String>,
 }
 
 /// The version of the questions and answers: 2 since snowid 0.8.0 (0.7.0 asked through an SQL
@@ -179,13 +182,16 @@ pub const PROTOCOL: i32 = 2;
 
 impl Question {
     pub fn to_text(&self) -> String {
-        Fields::default()
+        let fields = Fields::default()
             .with("v", PROTOCOL)
             .with("from", &self.from)
             .with("group", self.group)
             .with("claim", &self.claim)
-            .with("you", self.recorded)
-            .to_string()
+            .with("you", self.recorded);
+        match &self.mask_keys {
+            Some(keys) => fields.with("mask_keys", keys).to_string(),
+            None => fields.to_string(),
+        }
     }
 
     pub fn parse(text: &str) -> Result<Question, String> {
@@ -195,6 +201,7 @@ impl Question {
             group: fields.number("group")?,
             claim: fields.shards("claim")?,
             recorded: fields.number("you")?,
+            mask_keys: fields.get("mask_keys").map(str::to_string),
         })
     }
 }
@@ -213,7 +220,8 @@ pub struct Issued {
 /// `pg_dist_local_group`), whether `snowid.shards` sets its claim by hand, every shard it claims
 /// or generates for now (a node whose claim is changing claims the old shards as well as the new
 /// until it has checked the new ones), the highest Citus group it knows to have been given out
-/// (or -1), and the IDs it issued outside its claim.
+/// (or -1), the IDs it issued outside its claim, and the fingerprints of its public IDs' keys
+/// in the database it answered in (`None` where it has none there).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     pub group: i32,
@@ -221,6 +229,7 @@ pub struct Answer {
     pub claims: ShardSet,
     pub given: i32,
     pub issued: Option<Issued>,
+    pub mask_keys: Option<String>,
 }
 
 impl Answer {
@@ -235,6 +244,9 @@ impl Answer {
             fields = fields
                 .with("issued", &issued.shards)
                 .with("issued_last", issued.last_id);
+        }
+        if let Some(keys) = &self.mask_keys {
+            fields = fields.with("mask_keys", keys);
         }
         fields.to_string()
     }
@@ -269,10 +281,27 @@ impl Answer {
                     .and_then(|g| g.parse().ok())
                     .unwrap_or(-1),
                 issued,
+                mask_keys: fields.get("mask_keys").map(str::to_string),
             })
         };
         read().map_err(|e| format!("\"{text}\" is not a snowid node's answer: {e}"))
     }
+}
+
+/// The first node, in `peers`' order, whose public IDs' keys differ from this node's (`mine`):
+/// its name and its keys' fingerprints. Two nodes that both have keys for the database must have
+/// the same ones, or one ID gets two public forms, and a form made on one node reads as another ID
+/// on the other. A node without keys there makes no form anyone could misread: its mask
+/// functions refuse.
+pub fn mask_keys_differ<'a>(
+    mine: Option<&str>,
+    peers: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Option<(String, String)> {
+    let mine = mine?;
+    peers.into_iter().find_map(|(name, keys)| match keys {
+        Some(keys) if keys != mine => Some((name.to_string(), keys.to_string())),
+        _ => None,
+    })
 }
 
 /// What a check learnt of another node.
@@ -502,6 +531,7 @@ mod tests {
             claims: claim(configured, group).union(generating),
             given: -1,
             issued: None,
+            mask_keys: None,
         }
     }
 
@@ -525,6 +555,7 @@ mod tests {
                 group: 0,
                 claim: block(0).unwrap(),
                 recorded: 1,
+                mask_keys: None,
             }),
             last: None,
             heard_ours: None,
@@ -576,12 +607,33 @@ mod tests {
     }
 
     #[test]
+    fn nodes_whose_mask_keys_differ_are_found_and_keyless_ones_are_not() {
+        let mine = Some("1*:aaaa");
+        // Equal keys, or none on the other node, or none here: nothing to refuse.
+        assert_eq!(
+            mask_keys_differ(mine, [("w1", Some("1*:aaaa")), ("w2", None)]),
+            None
+        );
+        assert_eq!(mask_keys_differ(None, [("w1", Some("1*:bbbb"))]), None);
+        // A different key, a different version masking, or another version beside: the first
+        // such node, named with its fingerprints.
+        for other in ["1*:bbbb", "1:aaaa 2*:cccc", "1*:aaaa 2:cccc"] {
+            assert_eq!(
+                mask_keys_differ(mine, [("w1", Some("1*:aaaa")), ("w2", Some(other))]),
+                Some(("w2".to_string(), other.to_string())),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
     fn questions_and_answers_round_trip_and_ignore_what_they_do_not_know() {
         let question = Question {
             from: "the coordinator; a=b %".into(),
             group: 0,
             claim: set("0-31,5000"),
             recorded: 1,
+            mask_keys: Some("1:9f3a0c5e71b2d846 2*:04e1f8a7c3d5b690".into()),
         };
         let text = question.to_text();
         assert!(
@@ -599,8 +651,15 @@ mod tests {
                 shards: set("2-5"),
                 last_id: 1 << 40,
             }),
+            mask_keys: Some("1:9f3a0c5e71b2d846 2*:04e1f8a7c3d5b690".into()),
         };
         assert_eq!(Answer::parse(&answer.to_text()).unwrap(), answer);
+        // An answer without keys says none.
+        let keyless = Answer {
+            mask_keys: None,
+            ..answer.clone()
+        };
+        assert_eq!(Answer::parse(&keyless.to_text()).unwrap(), keyless);
         // A later version's fact is ignored; a missing one is an error.
         let later = format!("{};key_fingerprint=ab12", answer.to_text());
         assert_eq!(Answer::parse(&later).unwrap(), answer);
@@ -837,8 +896,8 @@ mod tests {
             group_a in 0i32..300, group_b in 0i32..300,
             recorded_a in 0i32..300, recorded_b in 0i32..300,
             configured_a in configured(), configured_b in configured(),
-            heard_a in heard(Answer { group: 0, by_hand: false, claims: ShardSet::empty(), given: -1, issued: None }),
-            heard_b in heard(Answer { group: 0, by_hand: false, claims: ShardSet::empty(), given: -1, issued: None }),
+            heard_a in heard(Answer { group: 0, by_hand: false, claims: ShardSet::empty(), given: -1, issued: None, mask_keys: None }),
+            heard_b in heard(Answer { group: 0, by_hand: false, claims: ShardSet::empty(), given: -1, issued: None, mask_keys: None }),
         ) {
             let (claim_a, claim_b) = (claim(&configured_a, group_a), claim(&configured_b, group_b));
             let none = ShardSet::empty();

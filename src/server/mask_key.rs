@@ -220,6 +220,21 @@ pub fn fingerprint() -> Option<String> {
     defined.then(|| with_keys("snowid_mask_key_fingerprint", |keys| keys.summary()))
 }
 
+/// This database's keys' fingerprints as [`fingerprint`] gives them, or `None` where this
+/// process has no key file, or no keys for this database; never raises for want of keys. For the
+/// Citus check, which compares them across nodes.
+pub fn fingerprints_if_any() -> Option<String> {
+    INSTALLED.with_borrow_mut(|installed| {
+        let installed = installed.as_mut()?;
+        let file = installed.file.clone()?;
+        installed
+            .database
+            .get_or_insert_with(|| file.for_database(&database_name()).map(Rc::new))
+            .as_ref()
+            .map(|keys| keys.summary())
+    })
+}
+
 /// This database's name as the key file and the derivation read it: UTF-8 (its bytes as they
 /// are in an `SQL_ASCII` database, whose names have no declared encoding).
 fn database_name() -> Vec<u8> {

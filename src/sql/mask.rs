@@ -16,7 +16,7 @@
 //! and a domain is the same tweak on every server.
 
 use crate::errors;
-use crate::server::mask_key::with_keys;
+use crate::server::{citus, mask_key};
 use pgrx::prelude::*;
 use snowid_core::mask::keys::DatabaseKeys;
 use snowid_core::mask::text::{self, Unit, Version};
@@ -54,7 +54,7 @@ fn snowid_mask_keys() -> TableIterator<
         name!(derived, bool),
     ),
 > {
-    let rows: Vec<_> = with_keys("snowid_mask_keys", |keys| {
+    let rows: Vec<_> = mask_key::with_keys("snowid_mask_keys", |keys| {
         let masking = keys.masking().version;
         keys.versions
             .iter()
@@ -76,7 +76,7 @@ fn snowid_mask_keys() -> TableIterator<
 /// IDs the same public forms.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowid_mask_key_fingerprint() -> String {
-    with_keys("snowid_mask_key_fingerprint", DatabaseKeys::summary)
+    mask_key::with_keys("snowid_mask_key_fingerprint", DatabaseKeys::summary)
 }
 
 fn mask(what: &str, id: i64, domain: &[u8]) -> i64 {
@@ -424,3 +424,12 @@ COMMENT ON FUNCTION snowid_mask_key_fingerprint() IS
         "mask_text_functions"
     ]
 );
+
+/// Runs `with` on this database's keys (see [`mask_key::with_keys`]), unless this is a Citus
+/// node whose last check found another node with other keys for this database.
+fn with_keys<R>(what: &str, with: impl FnOnce(&DatabaseKeys) -> R) -> R {
+    if let Some((this_node, differ)) = citus::mask_keys_differ() {
+        errors::citus_mask_keys_differ(what, &this_node, &differ)
+    }
+    mask_key::with_keys(what, with)
+}

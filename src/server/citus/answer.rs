@@ -25,6 +25,7 @@ use super::metadata;
 use super::presence;
 use super::report::Report;
 use super::segment::{segment, Segment};
+use crate::server::mask_key;
 use crate::server::settings;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
@@ -116,6 +117,7 @@ fn answer(question: &Question) -> Result<Answer, String> {
             _ => report.map_or(-1, |r| r.given),
         },
         issued,
+        mask_keys: mask_key::fingerprints_if_any(),
     })
 }
 
@@ -132,6 +134,7 @@ pub fn answer_0_7_0(asker_group: i32, asker_claim: &str) -> String {
         group: asker_group,
         claim,
         recorded: -1,
+        mask_keys: None,
     };
     match answer(&question) {
         Ok(answer) => format!("hand:{}", answer.claims),
@@ -164,6 +167,17 @@ fn note(segment: &Segment, question: &Question, report: Option<&Report>) {
             &question.claim,
         )
     });
+    // A node whose public IDs' keys differ from this node's while the last check found none
+    // that differ, or the other way round: a check that asks every node, while generation goes
+    // on, finds the difference, or finds it gone (see `super::check`).
+    let differ_now = question
+        .mask_keys
+        .as_ref()
+        .is_some_and(|theirs| mask_key::fingerprints_if_any().is_some_and(|mine| &mine != theirs));
+    let differed = report.is_some_and(|r| r.mask_keys_differ.is_some());
+    if question.mask_keys.is_some() && differ_now != differed {
+        segment.want_asking();
+    }
     if out_of_date {
         if asked_here {
             segment.want_asking();

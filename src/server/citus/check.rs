@@ -19,7 +19,8 @@
 use super::metadata::{self, Metadata, Node};
 use super::report::{self, fingerprint_of, NodeReport, Report};
 use super::segment::Segment;
-use crate::errors::CitusNode;
+use crate::errors::{CitusNode, MaskKeysDiffer};
+use crate::server::mask_key;
 use pgrx::prelude::*;
 use snowid_core::citus::{self, Answer, Heard, Issued, Peer, Question};
 use snowid_core::host::Clock;
@@ -135,11 +136,13 @@ pub fn run(
     let block = citus::block(metadata.group).unwrap_or_else(ShardSet::empty);
     let verdict = citus::check(&claim, &block, &peers, own.above);
     let mine = (own.outside)(&claim);
+    let mask_keys_differ = differing_mask_keys(memory, &me, &peers);
     warn_of_issued_ids(memory, &me, &claim, mine.as_ref(), &peers);
     log_change(memory, &me, &verdict.refused());
     // Asked again soon while a node asked could not answer, some shard is refused, or a node is
     // known by its question only (which counts for a while).
     let again = !verdict.refused().is_empty()
+        || mask_keys_differ.is_some()
         || peers[..asked_count].iter().any(Peer::unsettled)
         || peers[asked_count..]
             .iter()
@@ -172,6 +175,7 @@ pub fn run(
             .collect(),
         left_out: 0,
         given: groups_given(&metadata, &peers),
+        mask_keys_differ,
     };
     debug1!(
         "snowid checked this Citus node's shards ({}): it claims {}, {} the other nodes, and \
@@ -205,6 +209,7 @@ fn hear_the_recorded(
         .filter(|n| n.group != metadata.group)
         .collect();
     if asking {
+        let mine_keys = mask_key::fingerprints_if_any();
         let questions: Vec<Question> = others
             .iter()
             .map(|node| Question {
@@ -212,6 +217,7 @@ fn hear_the_recorded(
                 group: metadata.group,
                 claim: claims.clone(),
                 recorded: node.group,
+                mask_keys: mine_keys.clone(),
             })
             .collect();
         let nodes: Vec<Node> = others.iter().map(|n| (*n).clone()).collect();
@@ -336,6 +342,7 @@ fn told_with(last: Option<Answer>, question: &Question) -> Answer {
             claims: question.claim.clone(),
             given: -1,
             issued: None,
+            mask_keys: None,
         },
     }
 }
@@ -415,8 +422,36 @@ pub fn publish_failure(
             .collect(),
         left_out: 0,
         given: -1,
+        mask_keys_differ: None,
     };
     segment.publish(wanted, &ShardSet::empty(), &mut report);
+}
+
+/// The first node that answered with public IDs' keys for this database other than this node's
+/// (see `snowid_core::citus::mask_keys_differ`); a warning is logged once for each such pair of
+/// fingerprints.
+fn differing_mask_keys(memory: &mut Memory, me: &str, peers: &[Peer]) -> Option<MaskKeysDiffer> {
+    let mine = mask_key::fingerprints_if_any();
+    let answered = peers.iter().filter_map(|p| match &p.heard {
+        Heard::Answered(answer) => Some((p.name.as_str(), answer.mask_keys.as_deref())),
+        _ => None,
+    });
+    let (node, theirs) = citus::mask_keys_differ(mine.as_deref(), answered)?;
+    let mine_text = mine.as_deref().unwrap_or_default();
+    if memory
+        .warned
+        .insert(format!("mask keys {node} {theirs} {mine_text}"))
+    {
+        warning!(
+            "snowid's public IDs' keys differ between Citus nodes {me} and {node}: the mask \
+             functions refuse on this node until they agree (here {mine_text}, there {theirs})"
+        );
+    }
+    Some(MaskKeysDiffer {
+        node,
+        theirs,
+        mine: mine.unwrap_or_default(),
+    })
 }
 
 fn node_report(peer: &Peer, shared: &ShardSet, asked: bool) -> NodeReport {

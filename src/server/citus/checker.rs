@@ -109,6 +109,9 @@ pub unsafe extern "C-unwind" fn snowid_citus_checker(_argument: pg_sys::Datum) {
         if BackgroundWorker::sighup_received() {
             // SAFETY: the reload every process makes at SIGHUP, outside a transaction.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            // The public IDs' keys may have changed: ask every node again, to compare them,
+            // while generation goes on.
+            segment.want_asking();
             if settings::citus_database() != database {
                 log!(
                     "snowid's Citus check restarts to read Citus's metadata in database \"{}\"",

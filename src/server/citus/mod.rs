@@ -37,7 +37,7 @@ mod presence;
 mod report;
 pub mod segment;
 
-use crate::errors::{self, CitusNode, CitusSharer, CitusSpare};
+use crate::errors::{self, CitusNode, CitusSharer, CitusSpare, MaskKeysDiffer};
 use crate::server::settings;
 pub use check::OwnIds;
 use pgrx::pg_sys;
@@ -305,6 +305,17 @@ pub fn refuse_all(released: &ShardSet) {
     if claim.is_subset(released) {
         errors::citus_all_released(&this);
     }
+}
+
+/// Where the last check found another node whose public IDs' keys for this database differ
+/// from this node's: this node's name, and that node with both fingerprints. `None` in every
+/// other database than the one the check reads (the only one Citus distributes tables in). One
+/// load while the keys agree.
+pub fn mask_keys_differ() -> Option<(String, MaskKeysDiffer)> {
+    let segment = segment().filter(|s| s.mask_keys_differ())?;
+    let report = segment.report()?;
+    let differ = report.mask_keys_differ?;
+    (report.database == check::database_name()).then_some((report.node.about.name, differ))
 }
 
 /// The last check's report, after any due check (none on a standby, which generates nothing):

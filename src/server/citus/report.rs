@@ -3,7 +3,7 @@
 //! without being in its record of the nodes ([`ToldNodes`]). Both travel as [`Message`]s.
 
 use super::message::Message;
-use crate::errors::CitusNode;
+use crate::errors::{CitusNode, MaskKeysDiffer};
 use serde::{Deserialize, Serialize};
 use snowid_core::citus::Question;
 use snowid_core::shard_set::ShardSet;
@@ -34,6 +34,9 @@ pub struct Report {
     pub left_out: usize,
     /// The highest Citus group known to have been given out (-1 where none is known).
     pub given: i32,
+    /// A node whose public IDs' keys for this database differ from this node's, if any: the mask
+    /// functions then refuse here.
+    pub mask_keys_differ: Option<MaskKeysDiffer>,
 }
 
 /// One node, as a check found it: the node as errors name it, and what the check made of it.

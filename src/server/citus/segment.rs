@@ -39,7 +39,7 @@ use pgrx::pg_sys;
 use snowid_core::layout::Shard;
 use snowid_core::shard_set::{LiveShardSet, ShardSet};
 use std::sync::atomic::{
-    fence, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
     Ordering::{Relaxed, SeqCst},
 };
 
@@ -69,6 +69,8 @@ pub struct Segment {
     database: AtomicU32,
     local_group_table: AtomicU32,
     node_table: AtomicU32,
+    /// Whether the last check found a node whose public IDs' keys differ from this node's.
+    mask_keys_differ: AtomicBool,
     check_done: pg_sys::ConditionVariable,
     report: ReportSlot,
     told: ToldSlot,
@@ -165,6 +167,8 @@ impl Segment {
             // Not even the smallest report fits: nothing is put in force.
             return;
         }
+        self.mask_keys_differ
+            .store(report.mask_keys_differ.is_some(), SeqCst);
         self.generating.replace(generating);
         fence(SeqCst);
         self.checked.store(wanted_at_start, SeqCst);
@@ -175,6 +179,12 @@ impl Segment {
         self.published.fetch_add(1, SeqCst);
         // SAFETY: a broadcast only takes the condition variable's spinlock.
         unsafe { pg_sys::ConditionVariableBroadcast((&raw const self.check_done).cast_mut()) };
+    }
+
+    /// Whether the last check found a node whose public IDs' keys differ from this node's (its
+    /// report says which): one load, for the mask functions.
+    pub fn mask_keys_differ(&self) -> bool {
+        self.mask_keys_differ.load(SeqCst)
     }
 
     /// The last check's report, if any.

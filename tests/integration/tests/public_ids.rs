@@ -826,3 +826,91 @@ fn a_lookup_by_public_id_reaches_one_citus_shard() {
     let refused = everything_shown(&mut db, &plain);
     assert!(refused.contains("multi-task"), "{refused}");
 }
+
+/// Guards against issue 54's second finding: Citus nodes with other keys gave one ID two public
+/// forms, silently (a distributed query's `snowid_mask_text(id)`, computed on a worker, differed
+/// from the coordinator's, and the guide's lookup found nothing). A worker given another key
+/// than the coordinator's: the Citus check compares the nodes' keys' fingerprints, and the mask
+/// functions of both nodes refuse (55000), each naming the other node, while the fingerprint
+/// functions still answer and IDs are still generated; given the same key again and reloaded,
+/// both nodes mask again, to one form. Would fail if the check did not compare the keys (both
+/// nodes would go on masking, to two forms) or if a refusal outlived the difference.
+#[test]
+fn citus_nodes_with_other_keys_refuse_to_mask_until_they_agree() {
+    snowid_integration::skip_without_citus!();
+    let citus = snowid_integration::citus::CitusCluster::unconfigured(1);
+    let worker = &citus.workers[0];
+    let nodes = [&citus.coordinator, worker];
+    for (node, key) in [(nodes[0], KEY), (nodes[1], NEXT_KEY)] {
+        put_keys(node, &format!("* 1 {key}\n"));
+        let mut db = node.client();
+        snowid_integration::set_and_reload(&mut db, "snowid.mask_key_file", KEY_FILE, KEY_FILE);
+    }
+    for (node, other) in [(nodes[0], nodes[1]), (nodes[1], nodes[0])] {
+        let mut db = node.client();
+        let mut last = String::new();
+        wait_until(
+            &format!("node {} refuses to mask, naming {}", node.port, other.port),
+            Duration::from_secs(90),
+            || match db.query_one("SELECT snowid_mask_text(1)", &[]) {
+                Ok(_) => false,
+                Err(e) => {
+                    let db_err = e.as_db_error().expect("a server error");
+                    last = format!("{} {}", db_err.message(), db_err.detail().unwrap_or(""));
+                    assert_eq!(code(&e), "55000", "{last}");
+                    last.contains("mask keys differ between Citus nodes")
+                        && last.contains(&format!(":{}", other.port))
+                }
+            },
+        );
+        assert!(last.contains("fingerprints"), "{last}");
+        for sql in [
+            "SELECT snowid_mask(1)",
+            "SELECT snowid_unmask(1)",
+            "SELECT snowid_unmask_text('2D476KTY36P9K')",
+            "SELECT snowid_mask_text(1, 'photos', 'pho')",
+        ] {
+            let err = db.query_one(sql, &[]).unwrap_err();
+            assert_eq!(code(&err), "55000", "{sql}: {err}");
+        }
+    }
+    let fingerprints: Vec<String> = nodes
+        .iter()
+        .map(|node| one(&mut node.client(), "SELECT snowid_mask_key_fingerprint()"))
+        .collect();
+    assert_ne!(fingerprints[0], fingerprints[1]);
+    let mut db = citus.client();
+    for sql in [
+        "CREATE TABLE photos (id bigint PRIMARY KEY DEFAULT snowid_next(), url text)",
+        "SELECT create_distributed_table('photos', 'id')",
+        "INSERT INTO photos (url) SELECT 'photo ' || g FROM generate_series(1, 50) g",
+    ] {
+        db.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let count: i64 = one(&mut db, "SELECT count(DISTINCT id) FROM photos");
+    assert_eq!(count, 50);
+    // The same key on both: both mask again, to one form wherever it is computed.
+    put_keys(worker, &format!("* 1 {KEY}\n"));
+    worker.reload();
+    for node in nodes {
+        let mut db = node.client();
+        wait_until(
+            &format!("node {} masks again", node.port),
+            Duration::from_secs(90),
+            || db.query_one("SELECT snowid_mask_text(1)", &[]).is_ok(),
+        );
+    }
+    let mask = derived(KEY, "postgres");
+    let rows = db
+        .query("SELECT id, snowid_mask_text(id) FROM photos", &[])
+        .unwrap();
+    assert_eq!(rows.len(), 50);
+    for row in &rows {
+        let (id, link): (i64, String) = (row.get(0), row.get(1));
+        assert_eq!(
+            link,
+            text::format(mask.mask(id).unwrap(), Version::new(1).unwrap(), "").unwrap()
+        );
+    }
+}
