@@ -229,6 +229,7 @@ mod tests {
             ],
             left_out: 0,
             given: 1,
+            mask_keys_differ: None,
         };
         let names = |r: &Report| r.peers.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
         assert!(report.shrink() && report.shrink());
