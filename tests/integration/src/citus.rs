@@ -60,6 +60,7 @@ use crate::Cluster;
 use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// Settings every Citus node gets; see the module documentation for why.
 const CITUS_SETTINGS: &[(&str, &str)] = &[
@@ -462,4 +463,17 @@ pub fn cut_off(node: &Cluster, cut: bool) {
     lines.extend(rest);
     fs::write(&path, lines.join("\n") + "\n").expect("write pg_hba.conf");
     node.reload();
+    // A reload takes effect when the postmaster gets to it: wait until a TCP connection is
+    // refused (or taken) before the test's next step, so that nothing another node does
+    // next (a reload of its own, which makes its checker ask at once) can still reach it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node.try_client().is_ok() == cut {
+        assert!(
+            Instant::now() < deadline,
+            "the node on port {} is not {} 30 s after its reload",
+            node.port,
+            if cut { "cut off" } else { "connected again" }
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -31,7 +31,7 @@ use snowid_integration::citus::citus_installed;
 use snowid_integration::fences::describe;
 use snowid_integration::hostile::{assert_nothing_of_hers_ran_as_a_superuser, checker, TRAPS};
 use snowid_integration::postgres::Client;
-use snowid_integration::{code, Cluster, OldInstallScripts};
+use snowid_integration::{code, major_number, Cluster, OldInstallScripts};
 
 /// Domains named after the built-in types snowid's SQL names, in `public`; operators and
 /// functions shadowing the built-in ones snowid's SQL calls. Each calls the trap, then does what
@@ -142,10 +142,14 @@ fn her_access_method() -> &'static str {
 /// change how SQL reads and prints.
 fn her_hostile_session(cluster: &Cluster, database: &str, access_method: &str) -> Client {
     let mut her = cluster.client_as("owner1", database);
+    // PostgreSQL 19 no longer lets a session turn standard_conforming_strings off.
+    let escapes = match major_number() < 19 {
+        true => "SET standard_conforming_strings = off; SET escape_string_warning = off;",
+        false => "",
+    };
     her.batch_execute(&format!(
         "SET search_path = public, pg_catalog;
-         SET standard_conforming_strings = off;
-         SET escape_string_warning = off;
+         {escapes}
          SET default_table_access_method = {};
          SET default_tablespace = hers;
          SET default_toast_compression = pglz;
