@@ -535,14 +535,19 @@ mod tests {
         }
     }
 
-    fn answered(name: &str, recorded: i32, answer: Answer) -> Peer {
+    /// A node recorded in `recorded`, heard as `heard`, with nothing remembered of it.
+    fn peer(name: &str, recorded: i32, heard: Heard) -> Peer {
         Peer {
             name: name.into(),
             recorded: Some(recorded),
-            heard: Heard::Answered(Box::new(answer)),
+            heard,
             last: None,
             heard_ours: None,
         }
+    }
+
+    fn answered(name: &str, recorded: i32, answer: Answer) -> Peer {
+        peer(name, recorded, Heard::Answered(Box::new(answer)))
     }
 
     /// The coordinator, known by its question to a worker whose record of the nodes is empty.
@@ -563,13 +568,11 @@ mod tests {
     }
 
     fn silent(recorded: i32) -> Peer {
-        Peer {
-            name: "silent".into(),
-            recorded: Some(recorded),
-            heard: Heard::Unreachable("failed to connect".into()),
-            last: None,
-            heard_ours: None,
-        }
+        peer(
+            "silent",
+            recorded,
+            Heard::Unreachable("failed to connect".into()),
+        )
     }
 
     #[test]
@@ -906,20 +909,8 @@ mod tests {
                 other => other,
             };
             // A hears B (recorded in `recorded_b` by A), and B hears A.
-            let b_seen = Peer {
-                name: "b".into(),
-                recorded: Some(recorded_b),
-                heard: real(heard_b, answer(group_b, &configured_b, &none)),
-                last: None,
-                heard_ours: None,
-            };
-            let a_seen = Peer {
-                name: "a".into(),
-                recorded: Some(recorded_a),
-                heard: real(heard_a, answer(group_a, &configured_a, &none)),
-                last: None,
-                heard_ours: None,
-            };
+            let b_seen = peer("b", recorded_b, real(heard_b, answer(group_b, &configured_b, &none)));
+            let a_seen = peer("a", recorded_a, real(heard_a, answer(group_a, &configured_a, &none)));
             let a = check(&claim_a, &block_or_none(group_a), std::slice::from_ref(&b_seen), ABOVE);
             let b = check(&claim_b, &block_or_none(group_b), std::slice::from_ref(&a_seen), ABOVE);
             // A sees all of B's claim when B answered (or failed), or when B's claim is its
@@ -948,19 +939,16 @@ mod tests {
             prop_assume!(group_a != group_b);
             let (claim_a, claim_b) = (claim(&configured_a, group_a), claim(&configured_b, group_b));
             // A was set first, and B heard it; B, set later, is unreachable from A and unheard.
+            let cut_off = || Heard::Unreachable("cut off".into());
             let seen_by_a = Peer {
-                name: "b".into(),
-                recorded: Some(group_b),
-                heard: Heard::Unreachable("cut off".into()),
                 last: Some(answer(group_b, &ShardSet::all(), &ShardSet::empty())),
                 heard_ours: Some(claim_a.clone()),
+                ..peer("b", group_b, cut_off())
             };
             let seen_by_b = Peer {
-                name: "a".into(),
-                recorded: Some(group_a),
-                heard: Heard::Unreachable("cut off".into()),
                 last: Some(answer(group_a, &configured_a, &ShardSet::empty())),
                 heard_ours: Some(ShardSet::empty()),
+                ..peer("a", group_a, cut_off())
             };
             let a = check(&claim_a, &block_or_none(group_a), &[seen_by_a], ABOVE);
             let b = check(&claim_b, &block_or_none(group_b), &[seen_by_b], ABOVE);

@@ -208,24 +208,12 @@ fn overlapping_comparisons_never_move_the_base_back() {
         let cell = Arc::new(AtomicU64::new(0));
         // The first comparer's sample is due at 10; the second's, drift of 4 ms that is
         // followed at once, at 20, once the first has claimed its interval.
-        let old = {
+        let comparer = |mono_ms, wall_ms| {
             let base = base.clone();
-            thread::spawn(move || {
-                base.compare(Sample {
-                    mono_ms: 10,
-                    wall_ms: T0 + 10,
-                })
-            })
+            thread::spawn(move || base.compare(Sample { mono_ms, wall_ms }))
         };
-        let new = {
-            let base = base.clone();
-            thread::spawn(move || {
-                base.compare(Sample {
-                    mono_ms: 20,
-                    wall_ms: T0 + 24,
-                })
-            })
-        };
+        let old = comparer(10, T0 + 10);
+        let new = comparer(20, T0 + 24);
         let issuer = {
             let (base, cell) = (base.clone(), cell.clone());
             thread::spawn(move || {

@@ -14,6 +14,8 @@
 //! - [`pg_upgrade`]: the state fenced while `pg_upgrade` brings databases with snowid in;
 //! - [`databases`]: what every database of the cluster holds (its snowid keys, its record of the
 //!   released shards), read or written by a background worker in each;
+//! - [`fixed_settings`]: the built-in settings snowid's background workers fix, whatever a
+//!   database or role sets;
 //! - [`releases`]: a release, a take-back and a fence lift, carried out in the durable state,
 //!   the cluster's witness and every database's record as the core plans them, and an install's
 //!   record at its commit;
@@ -28,6 +30,7 @@ pub mod citus;
 pub mod cluster_lock;
 pub mod counters;
 pub mod databases;
+pub mod fixed_settings;
 pub mod issuing;
 pub mod mask_key;
 pub mod mask_log;

@@ -160,7 +160,7 @@ pub fn init() {
             &EPOCH,
             GucContext::Postmaster,
             GucFlags::default(),
-            Some(check_epoch),
+            Some(check_text::<Epoch>),
             None,
             None,
         );
@@ -201,7 +201,7 @@ pub fn init() {
             &SHARDS,
             GucContext::Sighup,
             GucFlags::default(),
-            Some(check_shards),
+            Some(check_text::<Shards>),
             Some(assign_shards),
             None,
         );
@@ -436,54 +436,48 @@ fn configured_text(name: &CStr) -> Option<String> {
     }
 }
 
-/// Rejects a malformed epoch in `ALTER SYSTEM` and configuration reloads. (An epoch later than
-/// the clock is accepted: generation refuses until the clock passes it.)
+/// A string setting whose proposed values are checked in `ALTER SYSTEM` and configuration
+/// reloads by parsing them.
+trait Parsed {
+    /// Why `text` is no value of the setting, if it is none.
+    fn reason_against(text: &str) -> Result<(), String>;
+}
+
+/// `snowid.epoch`. (An epoch later than the clock is accepted: generation refuses until the
+/// clock passes it.)
+struct Epoch;
+
+impl Parsed for Epoch {
+    fn reason_against(text: &str) -> Result<(), String> {
+        epoch::parse(text).map(drop).map_err(|e| e.to_string())
+    }
+}
+
+/// `snowid.shards`.
+struct Shards;
+
+impl Parsed for Shards {
+    fn reason_against(text: &str) -> Result<(), String> {
+        ShardSet::parse(text).map(drop).map_err(|e| e.to_string())
+    }
+}
+
+/// A string setting's check hook: rejects a proposed value (null counts as empty) that `S` does
+/// not parse, handing its reason to PostgreSQL as the error detail.
 #[pg_guard]
-unsafe extern "C-unwind" fn check_epoch(
+unsafe extern "C-unwind" fn check_text<S: Parsed>(
     newval: *mut *mut c_char,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
-    unsafe {
-        check_text(newval, |text| {
-            epoch::parse(text).map(drop).map_err(|e| e.to_string())
-        })
-    }
-}
-
-/// Rejects a malformed `snowid.shards`, in the configuration file or in `ALTER SYSTEM`.
-#[pg_guard]
-unsafe extern "C-unwind" fn check_shards(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to the proposed value.
-    unsafe {
-        check_text(newval, |text| {
-            ShardSet::parse(text).map(drop).map_err(|e| e.to_string())
-        })
-    }
-}
-
-/// A string setting's check: runs `validate` on the proposed value (null counts as empty) and
-/// hands its reason to PostgreSQL as the error detail.
-///
-/// # Safety
-///
-/// `newval` points to a pointer to a NUL-terminated string, or to null.
-unsafe fn check_text(
-    newval: *mut *mut c_char,
-    validate: impl Fn(&str) -> Result<(), String>,
-) -> bool {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: PostgreSQL passes a valid pointer to a pointer to the proposed value, a
+    // NUL-terminated string, or to null.
     let text = unsafe {
         (*newval)
             .as_ref()
             .map(|p| CStr::from_ptr(p).to_string_lossy())
     };
-    match validate(text.as_deref().unwrap_or("")) {
+    match S::reason_against(text.as_deref().unwrap_or("")) {
         Ok(()) => true,
         Err(reason) => {
             let detail = CString::new(errors::detail_line(&reason)).unwrap_or_default();

@@ -42,30 +42,27 @@ unsafe extern "C-unwind" fn utility_hook(
     if let Some(template) = unsafe { template_of_database_copy(pstmt) } {
         cluster_lock::hold_for_database_copy(template);
     }
-    // SAFETY: the arguments are passed on as PostgreSQL gave them, to the previous hook or to
-    // PostgreSQL's own processing (which pgrx binds as a Rust function, not a pointer).
+    // The arguments, passed on as PostgreSQL gave them.
+    macro_rules! pass_on_to {
+        ($next:expr) => {
+            $next(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            )
+        };
+    }
+    // SAFETY: to the previous hook or to PostgreSQL's own processing (which pgrx binds as a
+    // Rust function, not a pointer), the arguments as PostgreSQL gave them.
     unsafe {
         match PREVIOUS_UTILITY_HOOK {
-            Some(previous) => previous(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
-            None => pg_sys::standard_ProcessUtility(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
+            Some(previous) => pass_on_to!(previous),
+            None => pass_on_to!(pg_sys::standard_ProcessUtility),
         }
     }
 }

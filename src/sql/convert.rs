@@ -25,7 +25,7 @@
 
 use super::generate::next_id;
 use crate::errors;
-use crate::server::databases::key_reads::{self, AsOwner, Column, KeyType};
+use crate::server::databases::key_reads::{key_index_join, AsOwner, KeyType, Member};
 use crate::server::databases::safe_search_path::SafeSearchPath;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -285,36 +285,20 @@ WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $
   AND NOT a.attisdropped
 "#;
 
-/// A table below the converted one (or the table itself), as the catalog describes it.
-struct Member {
-    relation: pg_sys::Oid,
-    name: String,
-    relkind: String,
-    /// A temporary table of another session, whose rows no other session can read.
-    others_temporary: bool,
-    owner: pg_sys::Oid,
-    attnum: Option<i16>,
-    index: Option<(pg_sys::Oid, bool)>,
-}
-
 /// The highest value of the key column that is an ID, in the table and every table below it,
 /// each read as its owner through its access method, in a snapshot taken now (after the lock):
 /// a concurrent insert the lock waited for is seen.
 fn highest_value(table: pg_sys::Oid, key: &Key, col: &str, name: &str) -> Option<i64> {
+    // Each member, and whether it is another session's temporary table, whose rows no other
+    // session can read.
     let members = Spi::connect(|client| {
         client
             .select(MEMBERS, None, &[table.into(), key.attnum.into()])?
             .map(|row| {
-                let index = row.get::<pg_sys::Oid>(7)?;
-                Ok(Member {
-                    relation: row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid),
-                    name: row.get::<String>(2)?.unwrap_or_default(),
-                    relkind: row.get::<String>(3)?.unwrap_or_default(),
-                    others_temporary: row.get::<bool>(4)?.unwrap_or(false),
-                    owner: row.get::<pg_sys::Oid>(5)?.unwrap_or(pg_sys::InvalidOid),
-                    attnum: row.get::<i16>(6)?,
-                    index: index.map(|i| (i, row.get::<bool>(8).ok().flatten().unwrap_or(false))),
-                })
+                Ok((
+                    Member::from_row(&row, 1)?,
+                    row.get::<bool>(8)?.unwrap_or(false),
+                ))
             })
             .collect::<Result<Vec<_>, pgrx::spi::Error>>()
     })
@@ -322,44 +306,17 @@ fn highest_value(table: pg_sys::Oid, key: &Key, col: &str, name: &str) -> Option
     // SAFETY: a snapshot taken now, pushed for the reads below and popped after them.
     unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot()) };
     let mut highest = None;
-    for member in members {
-        match (member.relkind.as_str(), member.attnum) {
-            ("f", _) => errors::convert_unreadable(
-                col,
-                name,
-                &format!(
-                    "{} below it is a foreign table, whose rows live on another server",
-                    member.name
-                ),
-            ),
-            (_, _) if member.others_temporary => errors::convert_unreadable(
-                col,
-                name,
-                &format!(
-                    "{} below it is another session's temporary table",
-                    member.name
-                ),
-            ),
-            ("r", Some(attnum)) => {
-                let read = key_reads::read(&Column {
-                    relation: member.relation,
-                    owner: member.owner,
-                    attnum,
-                    key_type: KeyType::Int8,
-                    index: member.index,
-                });
-                match read {
-                    Some(found) => highest = highest.max(found.max_id),
-                    // Locked above, so never gone; were it gone all the same, it is not empty.
-                    None => errors::convert_unreadable(
-                        col,
-                        name,
-                        &format!("{} below it could not be opened", member.name),
-                    ),
-                }
-            }
-            // A partitioned table holds no rows of its own.
-            _ => {}
+    for (member, others_temporary) in members {
+        let read = match others_temporary {
+            true => Err(format!(
+                "{} below it is another session's temporary table",
+                member.table
+            )),
+            false => member.read(KeyType::Int8),
+        };
+        match read {
+            Ok(found) => highest = highest.max(found.and_then(|f| f.max_id)),
+            Err(unread) => errors::convert_unreadable(col, name, &unread),
         }
     }
     // SAFETY: pops the snapshot pushed above.
@@ -367,12 +324,10 @@ fn highest_value(table: pg_sys::Oid, key: &Key, col: &str, name: &str) -> Option
     highest
 }
 
-/// The table ($1) and every table below it: each one's OID, name, kind, whether it is another
-/// session's temporary table, owner, the number of the key column (number $2 of the table) in
-/// it, and the B-tree index a read can take the highest key from (its first column the key
-/// column, no expression, no predicate, valid, and the type's default operator class of
-/// PostgreSQL's own), with whether it is descending.
-const MEMBERS: &str = r#"
+/// The table ($1) and every table below it, each as a [`Member`] of the key column (number $2 of
+/// the table), and whether it is another session's temporary table.
+const MEMBERS: &str = concat!(
+    r#"
 WITH RECURSIVE tree(relid) AS (
     SELECT $1::pg_catalog.oid
     UNION
@@ -382,12 +337,12 @@ WITH RECURSIVE tree(relid) AS (
 SELECT c.oid,
        pg_catalog.format('%I.%I', n.nspname, c.relname),
        c.relkind::pg_catalog.text,
-       c.relpersistence OPERATOR(pg_catalog.=) 't'
-           AND c.relnamespace OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema(),
        c.relowner,
        a.attnum,
        ix.indexrelid,
-       ix.descending
+       ix.descending,
+       c.relpersistence OPERATOR(pg_catalog.=) 't'
+           AND c.relnamespace OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema()
 FROM tree
 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) tree.relid
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
@@ -397,24 +352,12 @@ LEFT JOIN pg_catalog.pg_attribute a
         SELECT k.attname FROM pg_catalog.pg_attribute k
         WHERE k.attrelid OPERATOR(pg_catalog.=) $1 AND k.attnum OPERATOR(pg_catalog.=) $2)
  AND NOT a.attisdropped
-LEFT JOIN LATERAL (
-    SELECT i.indexrelid,
-           (i.indoption[0] OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.<>) 0 AS descending
-    FROM pg_catalog.pg_index i
-    JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
-    JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) i.indclass[0]
-    WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid
-      AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum
-      AND i.indexprs IS NULL AND i.indpred IS NULL
-      AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indcheckxmin
-      AND ic.relam OPERATOR(pg_catalog.=) 403
-      AND oc.opcdefault
-      AND oc.oid OPERATOR(pg_catalog.<) 16384
-    ORDER BY i.indexrelid
-    LIMIT 1
-) ix ON true
+"#,
+    key_index_join!(),
+    r#"
 ORDER BY 2
-"#;
+"#
+);
 
 /// `ALTER TABLE <table> ALTER COLUMN <column> <action>;`, every name quoted and qualified, in
 /// the database's encoding.

@@ -25,6 +25,7 @@
 use super::check::{self, Memory, OwnIds};
 use super::report::fingerprint_of;
 use super::segment::{segment, Segment};
+use crate::server::fixed_settings::{set_override, FIXED_SETTINGS};
 use crate::server::settings;
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -33,7 +34,6 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use snowid_core::host::Clock;
-use std::ffi::CStr;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
@@ -46,22 +46,6 @@ pub const RESTART: Duration = Duration::from_secs(5);
 
 /// The SQLSTATE of a lock wait past `lock_timeout`.
 const LOCK_NOT_AVAILABLE: &str = "55P03";
-
-/// The settings the checker fixes, whatever its database sets: each would change what its
-/// queries do.
-const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
-    (c"role", c"none"),
-    (c"search_path", c"pg_catalog, pg_temp"),
-    (c"default_transaction_read_only", c"off"),
-    (c"default_transaction_isolation", c"read committed"),
-    (c"exit_on_error", c"off"),
-    (c"statement_timeout", c"0"),
-    (c"lock_timeout", c"0"),
-    (c"idle_in_transaction_session_timeout", c"0"),
-    (c"standard_conforming_strings", c"on"),
-    (c"session_replication_role", c"origin"),
-    (c"jit", c"off"),
-];
 
 /// Registers the checker. Call only from `_PG_init` during `shared_preload_libraries`
 /// processing, where Citus is preloaded.
@@ -217,22 +201,15 @@ fn in_transaction<T>(f: impl FnOnce() -> T) -> Result<T, (String, String)> {
 }
 
 /// Puts back what the database's own settings (which its owner may set) changed: the session
-/// user is the bootstrap superuser again, and [`FIXED_SETTINGS`] fix the rest.
+/// user is the bootstrap superuser again, [`FIXED_SETTINGS`] fix what its queries depend on, and
+/// lock waits are bounded by each query's own `lock_timeout` only.
 fn fix_settings() {
     // SAFETY: a plain call, outside a transaction, with no catalog read.
     unsafe { pg_sys::SetSessionAuthorization(pg_sys::BOOTSTRAP_SUPERUSERID.into(), true) };
     for (name, value) in FIXED_SETTINGS {
-        // SAFETY: each is a built-in setting a superuser may set; an override outranks the
-        // database's own.
-        unsafe {
-            pg_sys::SetConfigOption(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_SUSET,
-                pg_sys::GucSource::PGC_S_OVERRIDE,
-            )
-        };
+        set_override(name, value);
     }
+    set_override(c"lock_timeout", c"0");
 }
 
 #[pg_guard]

@@ -84,6 +84,33 @@ impl KeyType {
     }
 }
 
+/// The SQL of a key column's index, joined to a query that names the table `c` and the column's
+/// `pg_attribute` row `a`, as `ix`: the first valid plain B-tree index (no expression, no
+/// predicate) whose first column is that column, with the type's default built-in operator class
+/// (its `indexrelid`, and whether it is `descending`), or nulls where there is none. What
+/// [`Column::index`] holds, for [`read`].
+macro_rules! key_index_join {
+    () => {
+        r#"LEFT JOIN LATERAL (
+    SELECT i.indexrelid,
+           (i.indoption[0] OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.<>) 0 AS descending
+    FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
+    JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) i.indclass[0]
+    WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid
+      AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum
+      AND i.indexprs IS NULL AND i.indpred IS NULL
+      AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indcheckxmin
+      AND ic.relam OPERATOR(pg_catalog.=) 403
+      AND oc.opcdefault
+      AND oc.oid OPERATOR(pg_catalog.<) 16384
+    ORDER BY i.indexrelid
+    LIMIT 1
+) ix ON true"#
+    };
+}
+pub(crate) use key_index_join;
+
 /// One relation's column to read.
 #[derive(Clone, Copy, Debug)]
 pub struct Column {
@@ -94,6 +121,75 @@ pub struct Column {
     /// A plain B-tree index whose first column is this one, with the type's built-in operator
     /// class, and whether it is in descending order.
     pub index: Option<(pg_sys::Oid, bool)>,
+}
+
+/// A table at or below a key column's table, as the catalog describes it.
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub relation: pg_sys::Oid,
+    /// Its name, qualified and quoted.
+    pub table: String,
+    pub relkind: String,
+    pub owner: pg_sys::Oid,
+    /// The key column's number in it (`None` where it lost the column).
+    pub attnum: Option<i16>,
+    /// As [`Column::index`].
+    pub index: Option<(pg_sys::Oid, bool)>,
+}
+
+impl Member {
+    /// An ordinary or partitioned table (locked, so that nothing below it changes either).
+    pub fn holds_rows(&self) -> bool {
+        matches!(self.relkind.as_str(), "r" | "p")
+    }
+
+    /// The member in a row's seven columns from `first`: the relation's OID, its qualified name,
+    /// its `relkind` as text, its owner, the key column's `attnum`, and [`key_index_join`]'s
+    /// `ix.indexrelid` and `ix.descending`.
+    pub fn from_row(
+        row: &pgrx::spi::SpiHeapTupleData,
+        first: usize,
+    ) -> Result<Member, pgrx::spi::Error> {
+        let index = row.get::<pg_sys::Oid>(first + 5)?;
+        Ok(Member {
+            relation: row.get::<pg_sys::Oid>(first)?.unwrap_or(pg_sys::InvalidOid),
+            table: row.get::<String>(first + 1)?.unwrap_or_default(),
+            relkind: row.get::<String>(first + 2)?.unwrap_or_default(),
+            owner: row
+                .get::<pg_sys::Oid>(first + 3)?
+                .unwrap_or(pg_sys::InvalidOid),
+            attnum: row.get::<i16>(first + 4)?,
+            index: index.map(|i| {
+                (
+                    i,
+                    row.get::<bool>(first + 6).ok().flatten().unwrap_or(false),
+                )
+            }),
+        })
+    }
+
+    /// Reads its key column as [`read`] does: `Ok(None)` for a table that holds none of its
+    /// keys (a partitioned table holds no rows of its own; a table that lost the column, which
+    /// inheritance forbids, none of its keys), and why it cannot be read for a foreign table or
+    /// one gone although it was locked, which the caller must not take for empty.
+    pub fn read(&self, key_type: KeyType) -> Result<Option<Found>, String> {
+        match (self.relkind.as_str(), self.attnum) {
+            ("f", _) => Err(format!(
+                "{} below it is a foreign table, whose rows live on another server",
+                self.table
+            )),
+            ("r", Some(attnum)) => read(&Column {
+                relation: self.relation,
+                owner: self.owner,
+                attnum,
+                key_type,
+                index: self.index,
+            })
+            .map(Some)
+            .ok_or_else(|| format!("{} could not be opened although it was locked", self.table)),
+            _ => Ok(None),
+        }
+    }
 }
 
 /// Reads a relation's key column, in the current transaction and the active snapshot. The

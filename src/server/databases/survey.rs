@@ -22,7 +22,7 @@
 //! elsewhere.
 
 use super::failure::Failure;
-use super::key_reads::{self, Column, Found, KeyType};
+use super::key_reads::{key_index_join, Found, KeyType, Member};
 use super::record_table::{self, Contents};
 use super::safe_search_path::SafeSearchPath;
 use crate::server::waits;
@@ -231,38 +231,13 @@ impl ListedColumn {
     }
 }
 
-/// A table at or below a key column's table, as the catalog describes it.
-struct Member {
-    relation: pg_sys::Oid,
-    table: String,
-    relkind: String,
-    owner: pg_sys::Oid,
-    attnum: Option<i16>,
-    index: Option<(pg_sys::Oid, bool)>,
-}
-
-impl Member {
-    /// An ordinary or partitioned table (locked, so that nothing below it changes either).
-    fn holds_rows(&self) -> bool {
-        matches!(self.relkind.as_str(), "r" | "p")
-    }
-}
-
 /// Every key column of the current database, in the active snapshot.
 fn list_key_columns(client: &pgrx::spi::SpiClient) -> Result<Vec<ListedColumn>, pgrx::spi::Error> {
     let mut columns: Vec<ListedColumn> = Vec::new();
     for row in client.select(KEY_COLUMNS, None, &[])? {
         let root = row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid);
         let column = row.get::<String>(3)?.unwrap_or_default();
-        let index = row.get::<pg_sys::Oid>(11)?;
-        let member = Member {
-            relation: row.get::<pg_sys::Oid>(6)?.unwrap_or(pg_sys::InvalidOid),
-            table: row.get::<String>(7)?.unwrap_or_default(),
-            relkind: row.get::<String>(8)?.unwrap_or_default(),
-            owner: row.get::<pg_sys::Oid>(9)?.unwrap_or(pg_sys::InvalidOid),
-            attnum: row.get::<i16>(10)?,
-            index: index.map(|i| (i, row.get::<bool>(12).ok().flatten().unwrap_or(false))),
-        };
+        let member = Member::from_row(&row, 6)?;
         match columns.last_mut() {
             Some(last) if last.members[0].relation == root && last.column == column => {
                 last.members.push(member)
@@ -303,34 +278,10 @@ fn read_key_column(listed: &ListedColumn, locks: &Locks) -> KeyColumn {
             column.unread = Some(locked(&member.table, held));
             continue;
         }
-        match (member.relkind.as_str(), member.attnum) {
-            ("f", _) => {
-                column.unread = Some(format!(
-                    "{} below it is a foreign table, whose rows live on another server",
-                    member.table
-                ));
-            }
-            ("r", Some(attnum)) => {
-                let read = key_reads::read(&Column {
-                    relation: member.relation,
-                    owner: member.owner,
-                    attnum,
-                    key_type,
-                    index: member.index,
-                });
-                match read {
-                    Some(found) => merge(&mut column, found),
-                    None => {
-                        column.unread = Some(format!(
-                            "{} could not be opened although it was locked",
-                            member.table
-                        ))
-                    }
-                }
-            }
-            // A partitioned table holds no rows of its own; a table that lost the column
-            // (dropped from a child, which inheritance forbids) holds none of its keys.
-            _ => {}
+        match member.read(key_type) {
+            Ok(Some(found)) => merge(&mut column, found),
+            Ok(None) => {}
+            Err(unread) => column.unread = Some(unread),
         }
     }
     column
@@ -370,7 +321,8 @@ fn locked(table: &str, held: &Held) -> String {
 /// B-tree index a read can take the highest key from (its first column the key column, no
 /// expression, no predicate, valid, and the type's default operator class of PostgreSQL's own),
 /// with whether it is descending. Ordered by key table and column, the key table first.
-const KEY_COLUMNS: &str = r#"
+const KEY_COLUMNS: &str = concat!(
+    r#"
 WITH RECURSIVE snowid_functions AS (
     SELECT p.oid, p.proname
     FROM pg_catalog.pg_depend d
@@ -458,25 +410,13 @@ LEFT JOIN pg_catalog.pg_attribute a
   ON a.attrelid OPERATOR(pg_catalog.=) c.oid
  AND a.attname OPERATOR(pg_catalog.=) r.attname
  AND NOT a.attisdropped
-LEFT JOIN LATERAL (
-    SELECT i.indexrelid,
-           (i.indoption[0] OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.<>) 0 AS descending
-    FROM pg_catalog.pg_index i
-    JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
-    JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) i.indclass[0]
-    WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid
-      AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum
-      AND i.indexprs IS NULL AND i.indpred IS NULL
-      AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indcheckxmin
-      AND ic.relam OPERATOR(pg_catalog.=) 403
-      AND oc.opcdefault
-      AND oc.oid OPERATOR(pg_catalog.<) 16384
-    ORDER BY i.indexrelid
-    LIMIT 1
-) ix ON true
+"#,
+    key_index_join!(),
+    r#"
 WHERE c.relpersistence OPERATOR(pg_catalog.<>) 't'
 ORDER BY 2, 3, c.oid OPERATOR(pg_catalog.<>) r.relid, 7
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {

@@ -29,6 +29,7 @@
 use super::failure::Failure;
 use super::record_table::{self, Written};
 use super::survey::{self, DatabaseReport};
+use crate::server::fixed_settings::{set_override, FIXED_SETTINGS};
 use crate::server::waits;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
@@ -55,38 +56,6 @@ pub enum Outcome {
     Written(bool),
 }
 
-/// The settings a worker fixes, whatever the configuration says: each would change what the job
-/// does (`role`, `default_transaction_read_only`, `exit_on_error`, the timeouts, `search_path`,
-/// string literals, a damaged page read as zeros, parallel workers that cannot connect where the
-/// worker can) or what it says. (`session_authorization` is put back by hand: it cannot be set
-/// outside a transaction; `lock_timeout` and `client_encoding` are set by [`fixed_settings`].)
-const FIXED_SETTINGS: &[(&CStr, &CStr)] = &[
-    (c"role", c"none"),
-    (c"search_path", c"pg_catalog, pg_temp"),
-    (c"default_transaction_read_only", c"off"),
-    (c"default_transaction_isolation", c"read committed"),
-    (c"default_transaction_deferrable", c"off"),
-    (c"exit_on_error", c"off"),
-    (c"statement_timeout", c"0"),
-    (c"idle_in_transaction_session_timeout", c"0"),
-    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
-    (c"transaction_timeout", c"0"),
-    (c"standard_conforming_strings", c"on"),
-    (c"transform_null_equals", c"off"),
-    (c"quote_all_identifiers", c"off"),
-    (c"session_replication_role", c"origin"),
-    (c"synchronous_commit", c"local"),
-    (c"client_min_messages", c"error"),
-    (c"jit", c"off"),
-    (c"zero_damaged_pages", c"off"),
-    (c"ignore_checksum_failure", c"off"),
-    (c"max_parallel_workers_per_gather", c"0"),
-    #[cfg(feature = "pg15")]
-    (c"force_parallel_mode", c"off"),
-    #[cfg(not(feature = "pg15"))]
-    (c"debug_parallel_query", c"off"),
-];
-
 /// [`FIXED_SETTINGS`], with the bound on lock waits, and the database's own encoding for the
 /// messages it sends (as PostgreSQL's parallel workers do): no conversion, so none that fails.
 fn fixed_settings() -> Vec<(CString, CString)> {
@@ -100,19 +69,6 @@ fn fixed_settings() -> Vec<(CString, CString)> {
             (c"client_encoding".into(), encoding),
         ])
         .collect()
-}
-
-/// Sets a built-in setting as an override, which outranks every other source.
-fn set_override(name: &CStr, value: &CStr) {
-    // SAFETY: a setting a superuser may set; NUL-terminated strings.
-    unsafe {
-        pg_sys::SetConfigOption(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_SUSET,
-            pg_sys::GucSource::PGC_S_OVERRIDE,
-        )
-    };
 }
 
 /// Every setting PostgreSQL has in this process, as its `config_generic` records.
