@@ -1820,6 +1820,42 @@ fn ids_by_socket(node: &Cluster, first: i32, last: i32, count: i32) -> Result<Ve
     ids_by(&mut socket_client(node), first, last, count)
 }
 
+/// Cuts the workers off from every other node, and waits until each has asked the others again
+/// and found them unreachable. A round of questions that a worker began before the others were
+/// cut off (each reload, the cut's own included, makes a checker ask at once) could otherwise
+/// still be answered after the next step sets another worker's shards, and hear a claim made
+/// while they were apart. The checker makes one round at a time, so once one that found the
+/// others unreachable is over, none that began before is still under way.
+fn cut_off_from_each_other(workers: &[Cluster]) {
+    for worker in workers {
+        cut_off(worker, true);
+    }
+    for worker in workers {
+        socket_client(worker)
+            .batch_execute("SELECT pg_reload_conf()")
+            .unwrap();
+        for other in workers.iter().filter(|w| w.port != worker.port) {
+            let name = format!("127.0.0.1:{}", other.port);
+            wait_until(
+                &format!(
+                    "the worker on port {} finds {name} unreachable",
+                    worker.port
+                ),
+                Duration::from_secs(30),
+                || {
+                    socket_client(worker)
+                        .query_one(
+                            "SELECT unanswered IS NOT NULL FROM snowid_citus_nodes() \
+                             WHERE node = $1",
+                            &[&name],
+                        )
+                        .is_ok_and(|row| row.get(0))
+                },
+            );
+        }
+    }
+}
+
 /// Guards against two nodes set by hand to the same shards both generating for them (issue 51,
 /// item 8, and issue 55, item 4). A coordinator and two workers:
 /// - the database owner of the Citus database (`postgres`, owned by a role that is no superuser)
@@ -1885,9 +1921,7 @@ fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did(
         Duration::from_secs(30),
         || ids_on(w1, 6000, 6009, 10).is_ok(),
     );
-    for worker in &citus.workers {
-        cut_off(worker, true);
-    }
+    cut_off_from_each_other(citus.workers.as_slice());
     alter_system(
         &mut socket_client(&citus.workers[1]),
         "snowid.shards",
@@ -1945,9 +1979,7 @@ fn nodes_set_by_hand_to_one_set_refuse_it_whatever_the_owner_or_the_network_did(
     // them, and neither generates for them until they have.
     set_shards(w1, None);
     set_shards(w2, None);
-    for worker in &citus.workers {
-        cut_off(worker, true);
-    }
+    cut_off_from_each_other(citus.workers.as_slice());
     for worker in &citus.workers {
         alter_system(
             &mut socket_client(worker),
