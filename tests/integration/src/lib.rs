@@ -32,8 +32,8 @@ pub use postgres;
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
 /// Prefixes the commands a server runs for itself (archiving, restoring): they run without
-/// libfaketime and need no faked clock (the server keeps its own). Under it, an archiver's `cp`
-/// once never finished, failing a restore test on 19.
+/// libfaketime and need no faked clock (the server keeps its own). (The shell that runs them
+/// still has it preloaded: see [`FaketimeShared`] for what kept one from running.)
 const WITHOUT_FAKETIME: &str = "env -u LD_PRELOAD";
 
 /// One PostgreSQL cluster owned by a test.
@@ -367,6 +367,9 @@ impl Cluster {
         self.set_env("FAKETIME_TIMESTAMP_FILE", &file);
         self.set_env("FAKETIME_NO_CACHE", "1");
         self.set_env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        let shared = FaketimeShared::of(&self.dir);
+        shared.create();
+        self.set_env("FAKETIME_SHARED", &shared.setting());
     }
 
     /// Steps the faked wall clock to this offset from real time, e.g. `-10m`, `-1h`, `+0`.
@@ -817,6 +820,7 @@ impl Drop for Cluster {
             }
         }
         let _ = fs::remove_dir_all(&self.dir);
+        FaketimeShared::of(&self.dir).remove();
         if !traps.is_empty() && !std::thread::panicking() {
             panic!("an assertion failed in the server: {}", traps.join("\n"));
         }
@@ -934,6 +938,61 @@ fn free_port() -> u16 {
 /// Writes a libfaketime offset file (such as `-10m`) whole: into a file beside it, then renamed
 /// over it. A server under libfaketime rereads the file at every clock call and exits if it
 /// finds it empty, as a write in place leaves it for a moment.
+/// The semaphore and memory segment libfaketime shares between the processes of one cluster run
+/// under it. libfaketime (0.9.10) shares them between every process it is preloaded into, named
+/// by `FAKETIME_SHARED`, which the first one (`pg_ctl` here) makes and never removes, and takes
+/// the semaphore in clock calls: a process that stops while it holds it (a backend whose timeout
+/// handler calls the clock while the clock call it interrupted holds it, or one killed there)
+/// stalls every other one for good, such as the shell an archiver's `cp` runs in (a restore
+/// test on 19 once waited a minute for a segment that was never archived). So each cluster gets
+/// its own pair, made here with a count no number of stuck processes uses up, and removed with
+/// the cluster. A glibc named semaphore is the file `/dev/shm/sem.NAME`, its count in its first
+/// eight bytes (the rest zero); the segment is `/dev/shm/NAME`, zeros as libfaketime makes it.
+struct FaketimeShared {
+    name: String,
+}
+
+impl FaketimeShared {
+    fn of(cluster_dir: &std::path::Path) -> FaketimeShared {
+        let dir = cluster_dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        FaketimeShared {
+            name: format!("snowid_faketime_{dir}"),
+        }
+    }
+
+    fn files(&self) -> [PathBuf; 2] {
+        let shm = std::path::Path::new("/dev/shm");
+        [shm.join(format!("sem.{}", self.name)), shm.join(&self.name)]
+    }
+
+    fn create(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let [semaphore, segment] = self.files();
+        let mut count = 1_000_000u64.to_le_bytes().to_vec();
+        count.resize(32, 0);
+        for (path, bytes) in [(&semaphore, count), (&segment, vec![0u8; 4096])] {
+            fs::write(path, bytes).expect("write libfaketime's shared file");
+            // Read and written by the server's processes, whichever user they run as.
+            fs::set_permissions(path, fs::Permissions::from_mode(0o666))
+                .expect("open libfaketime's shared file to the server");
+        }
+    }
+
+    /// `FAKETIME_SHARED`: the semaphore's and the segment's names.
+    fn setting(&self) -> String {
+        format!("/{0} /{0}", self.name)
+    }
+
+    fn remove(&self) {
+        for path in self.files() {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
 pub fn write_wall_clock_offset(file: &std::path::Path, offset: &str) {
     let next = file.with_extension("next");
     fs::write(&next, format!("{offset}\n")).expect("write the faketime file");
