@@ -308,6 +308,9 @@ impl Drop for PatroniCluster {
             let _ = etcd.kill();
             let _ = etcd.wait();
         }
+        for node_dir in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            crate::FaketimeShared::of(&node_dir.path()).remove();
+        }
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
@@ -407,6 +410,9 @@ tags:
 fn fake_clock_bindir(node_dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let real = crate::bindir();
+    // Its own semaphore for libfaketime (see `crate::FaketimeShared`).
+    let shared = crate::FaketimeShared::of(node_dir);
+    shared.create();
     let bin = node_dir.join("bin");
     fs::create_dir_all(&bin).expect("create the wrapper directory");
     for entry in fs::read_dir(&real)
@@ -415,8 +421,10 @@ fn fake_clock_bindir(node_dir: &Path) -> PathBuf {
     {
         let script = format!(
             "#!/bin/sh\nexec env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 \
-             FAKETIME_TIMESTAMP_FILE={} FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 {} \"$@\"\n",
+             FAKETIME_TIMESTAMP_FILE={} FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 \
+             FAKETIME_SHARED='{}' {} \"$@\"\n",
             node_dir.join("faketime").display(),
+            shared.setting(),
             entry.path().display()
         );
         let path = bin.join(entry.file_name());
