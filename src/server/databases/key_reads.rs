@@ -113,7 +113,7 @@ pub(crate) use key_index_join;
 
 /// One relation's column to read.
 #[derive(Clone, Copy, Debug)]
-pub struct Column {
+struct Column {
     pub relation: pg_sys::Oid,
     pub owner: pg_sys::Oid,
     pub attnum: i16,
@@ -195,7 +195,7 @@ impl Member {
 /// Reads a relation's key column, in the current transaction and the active snapshot. The
 /// relation must be locked already; `None` if it is gone all the same, which the caller must not
 /// take for empty.
-pub fn read(column: &Column) -> Option<Found> {
+fn read(column: &Column) -> Option<Found> {
     let _owner = AsOwner::enter(column.owner);
     // SAFETY: the relation is locked; try_relation_open returns null if it does not exist.
     let relation = unsafe { pg_sys::try_relation_open(column.relation, pg_sys::NoLock as i32) };
